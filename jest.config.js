@@ -1,0 +1,11 @@
+/** One Jest run for everything `npm test` covers: unit specs beside the code, e2e specs under test/. */
+module.exports = {
+  testEnvironment: 'node',
+  rootDir: '.',
+  roots: ['<rootDir>/libs', '<rootDir>/apps', '<rootDir>/test'],
+  testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
+  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  moduleNameMapper: { '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src' },
+  modulePathIgnorePatterns: ['<rootDir>/dist', '<rootDir>/libs/idempotency/dist'],
+  testTimeout: 30000,
+};

@@ -1,0 +1,24 @@
+/** Defaults from the runbook: replay for a day, a one-minute lease, failed attempts remembered briefly. */
+export const DEFAULT_TABLE_NAME = 'idempotency_keys';
+export const DEFAULT_TTL_SECONDS = 86_400;
+export const DEFAULT_PENDING_TTL_SECONDS = 60;
+export const DEFAULT_FAILED_TTL_SECONDS = 300;
+export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
+
+/** Set on every replayed response (Stripe's name, also used by the IETF draft's examples). */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** Keys are user input: bound them. */
+export const MAX_KEY_LENGTH = 255;
+
+/** DynamoDB rejects items over 400 KB; leave room for the other attributes. */
+export const MAX_STORED_RESPONSE_BYTES = 380 * 1024;
+/** Responses above this are gzipped before storing: write cost is per KB. */
+export const COMPRESS_RESPONSE_ABOVE_BYTES = 16 * 1024;
+
+/** How often a lost claim is retried when the existing item turns out to be claimable (gone, expired, failed). */
+export const MAX_CLAIM_ATTEMPTS = 3;
+
+/** Seconds a client is told to wait after the store throttled or failed. */
+export const STORE_RETRY_AFTER_SECONDS = 1;

@@ -1,0 +1,41 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Module } from '@nestjs/common';
+import { IdempotencyClock, SystemClock } from './idempotency.clock';
+import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
+import { IdempotencyModuleOptions, resolveOptions } from './idempotency.options';
+import { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
+import { IdempotencyRepository } from './repository/idempotency.repository';
+
+/**
+ * Idempotent controller methods on DynamoDB. Global by default (`isGlobal: false` to import it per module).
+ *
+ * @example
+ * ```ts
+ * @Module({
+ *   imports: [IdempotencyModule.forRoot({ tableName: 'idempotency_keys', clientConfig: { region: 'eu-west-1' } })],
+ * })
+ * export class AppModule {}
+ * ```
+ */
+@Module({
+  providers: [
+    { provide: IdempotencyClock, useClass: SystemClock },
+    {
+      provide: IdempotencyRepository,
+      inject: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock],
+      useFactory: (options: IdempotencyModuleOptions, clock: IdempotencyClock): IdempotencyRepository =>
+        options.repository ??
+        new DynamoDbIdempotencyRepository({
+          client: options.client ?? new DynamoDBClient(options.clientConfig ?? {}),
+          tableName: resolveOptions(options).tableName,
+          clock,
+        }),
+    },
+    IdempotencyInterceptor,
+    IdempotencyExceptionFilter,
+  ],
+  exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock, IdempotencyRepository, IdempotencyInterceptor, IdempotencyExceptionFilter],
+})
+export class IdempotencyModule extends ConfigurableIdempotencyModule {}

@@ -1,0 +1,85 @@
+import { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { ExecutionContext } from '@nestjs/common';
+import {
+  DEFAULT_FAILED_TTL_SECONDS,
+  DEFAULT_KEY_HEADER,
+  DEFAULT_PENDING_TTL_SECONDS,
+  DEFAULT_REPLAY_HEADERS,
+  DEFAULT_TABLE_NAME,
+  DEFAULT_TTL_SECONDS,
+} from './idempotency.constants';
+import { IdempotencyRepository } from './repository/idempotency.repository';
+
+/** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
+export interface IdempotencyModuleOptions {
+  /** DynamoDB table holding the records. Default `idempotency_keys`. */
+  tableName?: string;
+  /** A client the app already has (plain or document client). Takes precedence over `clientConfig`. */
+  client?: DynamoDBClient | DynamoDBDocumentClient;
+  /** Configuration for a client the module creates, when `client` is not given. */
+  clientConfig?: DynamoDBClientConfig;
+  /** Seconds a completed response is replayed. Default 86400. */
+  ttlSeconds?: number;
+  /** Seconds a claim (lease) holds before another caller may take over a crashed one. Default 60. */
+  pendingTtlSeconds?: number;
+  /** Seconds a failed attempt is kept (it is claimable again at once). Default 300. */
+  failedTtlSeconds?: number;
+  /** Header carrying the client's key. Default `Idempotency-Key`. */
+  keyHeader?: string;
+  /**
+   * The caller's principal or tenant. Keys are scoped by it, so user B reusing user A's key never sees
+   * A's response. Return undefined for unauthenticated routes.
+   */
+  scope?: (context: ExecutionContext) => string | undefined;
+  /** Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. */
+  replayHeaders?: string[];
+  /** Replaces the DynamoDB repository, e.g. with `InMemoryIdempotencyRepository` in a unit test. */
+  repository?: IdempotencyRepository;
+}
+
+/** Per-route options of `@Idempotent()`. */
+export interface IdempotentOptions {
+  /** Overrides the module's `ttlSeconds` for this route. */
+  ttlSeconds?: number;
+  /** Overrides the module's `pendingTtlSeconds` for this route. */
+  pendingTtlSeconds?: number;
+  /** A missing key is a 400 (default). With `false` a request without a key runs unprotected. */
+  required?: boolean;
+  /**
+   * Derives the key from the request instead of the header (for example an order number in the body).
+   * Returning undefined means "no key".
+   */
+  key?: (request: any, context: ExecutionContext) => string | number | undefined;
+  /**
+   * While another request with the key is running: 0 (default) answers 409 at once; otherwise wait up to
+   * this many milliseconds for its result, polling with consistent reads.
+   */
+  waitMs?: number;
+}
+
+/** The module options with every default filled in. */
+export type ResolvedIdempotencyOptions = Required<
+  Pick<IdempotencyModuleOptions, 'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'failedTtlSeconds' | 'keyHeader'>
+> &
+  Pick<IdempotencyModuleOptions, 'scope'> & { replayHeaders: string[] };
+
+export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
+  return {
+    tableName: options.tableName ?? DEFAULT_TABLE_NAME,
+    ttlSeconds: positiveSeconds('ttlSeconds', options.ttlSeconds ?? DEFAULT_TTL_SECONDS),
+    pendingTtlSeconds: positiveSeconds('pendingTtlSeconds', options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS),
+    failedTtlSeconds: positiveSeconds('failedTtlSeconds', options.failedTtlSeconds ?? DEFAULT_FAILED_TTL_SECONDS),
+    keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
+    scope: options.scope,
+    replayHeaders: (options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((name) => name.toLowerCase()),
+  };
+}
+
+/** Misconfiguration fails at startup, not on the first request. */
+export function positiveSeconds(name: string, value: number): number {
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new Error(`Idempotency option ${name} must be a positive whole number of seconds, got ${value}`);
+  }
+  return value;
+}

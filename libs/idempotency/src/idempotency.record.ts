@@ -1,0 +1,40 @@
+/** The life of a key: PENDING while one caller runs the handler, then COMPLETED or FAILED. */
+export type IdempotencyStatus = 'PENDING' | 'COMPLETED' | 'FAILED';
+
+/** What a replay needs: the first response's status, allow-listed headers and body. */
+export interface StoredResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  /** The JSON value the handler returned; absent when it returned `undefined`. */
+  body?: unknown;
+  /** A Buffer body, base64-encoded. */
+  bodyBase64?: string;
+  /**
+   * Set instead of a body when the response did not fit in one DynamoDB item even compressed:
+   * the key stays used (no second execution), but duplicates get a problem response, not a replay.
+   */
+  bodyOmitted?: true;
+}
+
+/** One stored item, as the repository hands it to the interceptor. */
+export interface IdempotencyRecord {
+  /** The table's partition key (scope, route and key, hashed). */
+  key: string;
+  status: IdempotencyStatus;
+  /** Epoch seconds: lease end while PENDING, retention end once COMPLETED or FAILED. */
+  expiresAt: number;
+  /** Written by the claim that owns this record; every later transition is conditioned on it. */
+  claimToken: string;
+  /** SHA-256 of the canonical request. */
+  fingerprint: string;
+  /** Epoch seconds. */
+  pendingSince: number;
+  /** Epoch seconds. */
+  completedAt?: number;
+  response?: StoredResponse;
+}
+
+/** True when a record no longer blocks a claim: a failed attempt, or past its `expiresAt`. */
+export function isClaimable(record: IdempotencyRecord, nowSeconds: number): boolean {
+  return record.status === 'FAILED' || record.expiresAt < nowSeconds;
+}

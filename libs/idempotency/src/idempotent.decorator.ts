@@ -1,0 +1,25 @@
+import { applyDecorators, UseFilters, UseInterceptors } from '@nestjs/common';
+import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { IdempotentOptions } from './idempotency.options';
+import { IdempotentRoute } from './idempotent-route.metadata';
+
+/**
+ * Makes a controller method idempotent: the first request with a key runs it, every duplicate gets the
+ * stored response. Applies the metadata, the interceptor and the problem+json filter together, so a route
+ * can't look protected while it isn't.
+ *
+ * @example
+ * ```ts
+ * @Post()
+ * @Idempotent({ ttlSeconds: 3600 })
+ * create(@Body() body: CreateOrder) { ... }
+ * ```
+ */
+export function Idempotent(options: IdempotentOptions = {}): MethodDecorator {
+  return applyDecorators(
+    IdempotentRoute(options),
+    UseInterceptors(IdempotencyInterceptor),
+    UseFilters(IdempotencyExceptionFilter),
+  );
+}

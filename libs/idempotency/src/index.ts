@@ -1,0 +1,39 @@
+// The public API of nestjs-dynamodb-idempotency. Everything a user may import is named here.
+export { IdempotencyModule } from './idempotency.module';
+export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
+export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options';
+export { Idempotent } from './idempotent.decorator';
+export { IdempotentRoute } from './idempotent-route.metadata';
+export { IdempotencyInterceptor } from './idempotency.interceptor';
+export { IdempotencyExceptionFilter } from './idempotency-exception.filter';
+export { IdempotencyClock, SystemClock } from './idempotency.clock';
+export {
+  IdempotencyProblemException,
+  IdempotencyStoreThrottledError,
+  IdempotencyStoreUnavailableError,
+  ProblemType,
+} from './idempotency.errors';
+export type { ProblemDetails, ProblemTypeUri } from './idempotency.errors';
+export type { IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
+export { IdempotencyRepository } from './repository/idempotency.repository';
+export type {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  FailInput,
+  GetInput,
+  TransitionResult,
+} from './repository/idempotency.repository';
+export { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
+export type { DynamoDbIdempotencyRepositoryOptions } from './repository/dynamodb-idempotency.repository';
+export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
+export { ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './idempotency-table';
+export {
+  DEFAULT_FAILED_TTL_SECONDS,
+  DEFAULT_KEY_HEADER,
+  DEFAULT_PENDING_TTL_SECONDS,
+  DEFAULT_REPLAY_HEADERS,
+  DEFAULT_TABLE_NAME,
+  DEFAULT_TTL_SECONDS,
+  REPLAYED_HEADER,
+} from './idempotency.constants';

@@ -1,0 +1,204 @@
+import { randomUUID } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { Logger } from '@nestjs/common';
+import { IdempotencyClock, SystemClock } from '../idempotency.clock';
+import { IdempotencyStoreUnavailableError } from '../idempotency.errors';
+import { MAX_CLAIM_ATTEMPTS, MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
+import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from '../idempotency.record';
+import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../stored-response.codec';
+import { dynamoErrorCode, isConditionalCheckFailed, toStoreError } from './dynamodb-errors';
+import {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  FailInput,
+  GetInput,
+  IdempotencyRepository,
+  TransitionResult,
+} from './idempotency.repository';
+
+export interface DynamoDbIdempotencyRepositoryOptions {
+  client: DynamoDBClient | DynamoDBDocumentClient;
+  tableName: string;
+  clock?: IdempotencyClock;
+}
+
+/** The stored item, attribute by attribute (see the README's item schema). */
+interface IdempotencyItem {
+  pk: string;
+  status: IdempotencyStatus;
+  expires_at: number;
+  claim_token: string;
+  fingerprint: string;
+  pending_since: number;
+  completed_at?: number;
+  response?: string | Uint8Array;
+}
+
+/** `status` is a reserved word and `response` is kept out of the way of the reserved-word list. */
+const NAMES = { '#s': 'status', '#r': 'response' };
+const OWNED_BY_CLAIM = '#s = :pending AND claim_token = :token';
+
+/**
+ * The DynamoDB repository: one conditional write per state transition, first writer wins.
+ * Each request is in one method below, in the order of the state machine.
+ */
+export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
+  private readonly logger = new Logger('Idempotency');
+  private readonly documents: DynamoDBDocumentClient;
+  private readonly tableName: string;
+  private readonly clock: IdempotencyClock;
+
+  constructor({ client, tableName, clock = new SystemClock() }: DynamoDbIdempotencyRepositoryOptions) {
+    super();
+    this.documents = client instanceof DynamoDBDocumentClient ? client : DynamoDBDocumentClient.from(client);
+    this.tableName = tableName;
+    this.clock = clock;
+  }
+
+  async claim({ key, fingerprint, leaseSeconds }: ClaimInput): Promise<ClaimResult> {
+    for (let attempt = 1; ; attempt++) {
+      const claimToken = randomUUID();
+      const now = this.clock.nowSeconds();
+      const item: IdempotencyItem = {
+        pk: key,
+        status: 'PENDING',
+        expires_at: now + leaseSeconds,
+        claim_token: claimToken,
+        fingerprint,
+        pending_since: now,
+      };
+      try {
+        await this.send(
+          'claim',
+          new PutCommand({
+            TableName: this.tableName,
+            Item: item,
+            ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now OR #s = :failed',
+            ExpressionAttributeNames: { '#s': 'status' },
+            ExpressionAttributeValues: { ':now': now, ':failed': 'FAILED' },
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        );
+        return { claimed: true, claimToken };
+      } catch (error) {
+        if (!isConditionalCheckFailed(error)) throw error;
+        const existing = await this.existingAfterFailedCondition(key, error);
+        // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
+        if (existing?.claimToken === claimToken) return { claimed: true, claimToken };
+        const blocking = existing && !isClaimable(existing, this.clock.nowSeconds());
+        // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
+        if (existing && (blocking || attempt >= MAX_CLAIM_ATTEMPTS)) return { claimed: false, existing };
+        if (attempt >= MAX_CLAIM_ATTEMPTS) {
+          throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
+        }
+      }
+    }
+  }
+
+  async complete({ key, claimToken, response, ttlSeconds }: CompleteInput): Promise<TransitionResult> {
+    const now = this.clock.nowSeconds();
+    return this.transition('complete', key, claimToken, {
+      UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
+      ExpressionAttributeValues: {
+        ':completed': 'COMPLETED',
+        ':response': this.encodeWithinItemLimit(response),
+        ':expiresAt': now + ttlSeconds,
+        ':now': now,
+      },
+    });
+  }
+
+  async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
+    return this.transition('fail', key, claimToken, {
+      UpdateExpression: 'SET #s = :failed, expires_at = :expiresAt',
+      ExpressionAttributeValues: { ':failed': 'FAILED', ':expiresAt': this.clock.nowSeconds() + ttlSeconds },
+    });
+  }
+
+  async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
+    const { Item } = await this.send(
+      'get',
+      new GetCommand({ TableName: this.tableName, Key: { pk: key }, ConsistentRead: true }),
+    );
+    return Item && toRecord(Item as unknown as IdempotencyItem);
+  }
+
+  /** Complete and fail: an UpdateItem guarded by ownership; a failed guard is re-read and explained. */
+  private async transition(
+    operation: 'complete' | 'fail',
+    key: string,
+    claimToken: string,
+    update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
+  ): Promise<TransitionResult> {
+    try {
+      await this.send(
+        operation,
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { pk: key },
+          UpdateExpression: update.UpdateExpression,
+          ConditionExpression: OWNED_BY_CLAIM,
+          ExpressionAttributeNames: operation === 'complete' ? NAMES : { '#s': 'status' },
+          ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':pending': 'PENDING', ':token': claimToken },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true };
+    } catch (error) {
+      if (!isConditionalCheckFailed(error)) throw error;
+      const current = await this.existingAfterFailedCondition(key, error);
+      const sameClaimCompleted = current?.status === 'COMPLETED' && current.claimToken === claimToken;
+      return { ok: false, reason: sameClaimCompleted ? 'already_completed' : 'lease_lost', current };
+    }
+  }
+
+  /** Real DynamoDB returns the item on the exception (marshalled even through the DocumentClient); dynalite does not. */
+  private async existingAfterFailedCondition(
+    key: string,
+    error: { Item?: Record<string, unknown> },
+  ): Promise<IdempotencyRecord | undefined> {
+    if (error.Item) return toRecord(unmarshall(error.Item as Parameters<typeof unmarshall>[0]) as IdempotencyItem);
+    return this.get({ key });
+  }
+
+  private encodeWithinItemLimit(response: StoredResponse): string | Uint8Array {
+    const encoded = encodeStoredResponse(response);
+    if (encodedByteLength(encoded) <= MAX_STORED_RESPONSE_BYTES) return encoded;
+    this.logger.warn(
+      `Response of ${encodedByteLength(encoded)} bytes (compressed) exceeds the ${MAX_STORED_RESPONSE_BYTES}-byte limit: ` +
+        'stored without its body; duplicates get 409 response-not-stored',
+    );
+    return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });
+  }
+
+  /** Every request goes through here: store faults become typed errors, failed conditions pass through. */
+  private async send(
+    operation: string,
+    command: PutCommand | UpdateCommand | GetCommand,
+  ): Promise<{ Item?: Record<string, unknown> }> {
+    try {
+      // One call site for three command types; the output type only matters for GetItem.
+      return await this.documents.send(command as GetCommand);
+    } catch (error) {
+      if (isConditionalCheckFailed(error)) throw error;
+      this.logger.error({ msg: 'idempotency store call failed', operation, table: this.tableName, dynamo_error_code: dynamoErrorCode(error) });
+      throw toStoreError(operation, error);
+    }
+  }
+}
+
+function toRecord(item: IdempotencyItem): IdempotencyRecord {
+  return {
+    key: item.pk,
+    status: item.status,
+    expiresAt: Number(item.expires_at),
+    claimToken: item.claim_token,
+    fingerprint: item.fingerprint,
+    pendingSince: Number(item.pending_since),
+    completedAt: item.completed_at === undefined ? undefined : Number(item.completed_at),
+    response: item.response === undefined ? undefined : decodeStoredResponse(item.response),
+  };
+}

@@ -1,0 +1,64 @@
+import { IdempotencyRecord, StoredResponse } from '../idempotency.record';
+
+export interface ClaimInput {
+  /** The partition key (already scoped and hashed). */
+  key: string;
+  fingerprint: string;
+  /** How long the claim holds before another caller may take over. */
+  leaseSeconds: number;
+}
+
+/** A lost race is a value, not an exception: exceptions are for store faults. */
+export type ClaimResult =
+  | { claimed: true; claimToken: string }
+  | { claimed: false; existing: IdempotencyRecord };
+
+export interface CompleteInput {
+  key: string;
+  claimToken: string;
+  response: StoredResponse;
+  ttlSeconds: number;
+}
+
+export interface FailInput {
+  key: string;
+  claimToken: string;
+  ttlSeconds: number;
+}
+
+export interface GetInput {
+  key: string;
+}
+
+/**
+ * The outcome of a guarded transition (complete or fail).
+ * `already_completed`: this same claim had already completed the record (for example an SDK retry of a
+ * write that landed): benign. `lease_lost`: another claim owns the record now; it was not touched.
+ */
+export type TransitionResult =
+  | { ok: true }
+  | { ok: false; reason: 'already_completed' | 'lease_lost'; current?: IdempotencyRecord };
+
+/**
+ * Where idempotency records live. An abstract class so that it is its own DI token:
+ * inject it without `@Inject()`, replace it with `overrideProvider(IdempotencyRepository)`.
+ * Every method takes one input object so fields can be added without breaking implementations.
+ *
+ * Store faults are thrown as `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError`.
+ */
+export abstract class IdempotencyRepository {
+  /**
+   * Claims the key for one caller: succeeds for a new key, an expired record or a FAILED one.
+   * First writer wins; every other caller gets the existing record.
+   */
+  abstract claim(input: ClaimInput): Promise<ClaimResult>;
+
+  /** PENDING → COMPLETED with the response, only while `claimToken` still owns the record. */
+  abstract complete(input: CompleteInput): Promise<TransitionResult>;
+
+  /** PENDING → FAILED, only while `claimToken` still owns the record. A FAILED key is claimable at once. */
+  abstract fail(input: FailInput): Promise<TransitionResult>;
+
+  /** A strongly consistent read of the record, or undefined if there is none. */
+  abstract get(input: GetInput): Promise<IdempotencyRecord | undefined>;
+}

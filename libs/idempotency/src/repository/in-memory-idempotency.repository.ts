@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto';
+import { IdempotencyClock, SystemClock } from '../idempotency.clock';
+import { IdempotencyRecord, isClaimable } from '../idempotency.record';
+import {
+  ClaimInput,
+  ClaimResult,
+  CompleteInput,
+  FailInput,
+  GetInput,
+  IdempotencyRepository,
+  TransitionResult,
+} from './idempotency.repository';
+
+/**
+ * A process-local repository with the same semantics as the DynamoDB one, for unit tests and
+ * single-process tools. Not shared between instances: do not use it to protect a real deployment.
+ */
+export class InMemoryIdempotencyRepository extends IdempotencyRepository {
+  private readonly records = new Map<string, IdempotencyRecord>();
+
+  constructor(private readonly clock: IdempotencyClock = new SystemClock()) {
+    super();
+  }
+
+  async claim({ key, fingerprint, leaseSeconds }: ClaimInput): Promise<ClaimResult> {
+    const now = this.clock.nowSeconds();
+    const existing = this.records.get(key);
+    if (existing && !isClaimable(existing, now)) {
+      return { claimed: false, existing: structuredClone(existing) };
+    }
+    const claimToken = randomUUID();
+    this.records.set(key, {
+      key,
+      status: 'PENDING',
+      expiresAt: now + leaseSeconds,
+      claimToken,
+      fingerprint,
+      pendingSince: now,
+    });
+    return { claimed: true, claimToken };
+  }
+
+  async complete({ key, claimToken, response, ttlSeconds }: CompleteInput): Promise<TransitionResult> {
+    const now = this.clock.nowSeconds();
+    return this.transition(key, claimToken, (record) => ({
+      ...record,
+      status: 'COMPLETED',
+      response: structuredClone(response),
+      expiresAt: now + ttlSeconds,
+      completedAt: now,
+    }));
+  }
+
+  async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
+    const now = this.clock.nowSeconds();
+    return this.transition(key, claimToken, (record) => ({ ...record, status: 'FAILED', expiresAt: now + ttlSeconds }));
+  }
+
+  async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
+    const record = this.records.get(key);
+    return record && structuredClone(record);
+  }
+
+  private transition(
+    key: string,
+    claimToken: string,
+    next: (record: IdempotencyRecord) => IdempotencyRecord,
+  ): TransitionResult {
+    const record = this.records.get(key);
+    if (record?.status === 'PENDING' && record.claimToken === claimToken) {
+      this.records.set(key, next(record));
+      return { ok: true };
+    }
+    const current = record && structuredClone(record);
+    const sameClaimCompleted = record?.status === 'COMPLETED' && record.claimToken === claimToken;
+    return { ok: false, reason: sameClaimCompleted ? 'already_completed' : 'lease_lost', current };
+  }
+}
