@@ -7,5 +7,6 @@ module.exports = {
   transform: { '^.+\\.ts$': ['@swc/jest'] },
   moduleNameMapper: { '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src' },
   modulePathIgnorePatterns: ['<rootDir>/dist', '<rootDir>/libs/idempotency/dist'],
+  setupFiles: ['<rootDir>/test/support/jest.setup.ts'],
   testTimeout: 30000,
 };

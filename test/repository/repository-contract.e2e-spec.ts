@@ -1,0 +1,70 @@
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { gunzipSync } from 'node:zlib';
+import {
+  DynamoDbIdempotencyRepository,
+  ensureIdempotencyTable,
+  InMemoryIdempotencyRepository,
+} from 'nestjs-dynamodb-idempotency';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { FakeClock } from '../support/fake-clock';
+import { describeRepositoryContract } from './repository.contract';
+
+describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotencyRepository(clock));
+
+describe('on dynalite', () => {
+  let dynamo: Dynalite;
+  const silent = { log: () => undefined, warn: () => undefined };
+
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+  });
+  afterAll(() => dynamo.stop());
+
+  describeRepositoryContract('DynamoDB', async (clock) => {
+    const client = localClient(dynamo.endpoint);
+    const tableName = uniqueTableName();
+    await ensureIdempotencyTable(client, tableName, silent);
+    return new DynamoDbIdempotencyRepository({ client, tableName, clock });
+  });
+
+  describe('the stored item', () => {
+    const client = () => localClient(dynamo.endpoint);
+    const rawItem = async (tableName: string, key: string) =>
+      (await client().send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key } }, ConsistentRead: true }))).Item;
+
+    async function completed(body: unknown) {
+      const tableName = uniqueTableName();
+      await ensureIdempotencyTable(client(), tableName, silent);
+      const repository = new DynamoDbIdempotencyRepository({ client: client(), tableName, clock: new FakeClock() });
+      const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+      if (!claim.claimed) throw new Error('claim lost');
+      await repository.complete({ key: 'k', claimToken: claim.claimToken, response: { statusCode: 200, headers: {}, body }, ttlSeconds: 60 });
+      return { repository, item: await rawItem(tableName, 'k') };
+    }
+
+    it('types expires_at and the timestamps as Numbers (TTL ignores Strings)', async () => {
+      const { item } = await completed({ small: true });
+      expect(item?.expires_at.N).toMatch(/^\d+$/);
+      expect(item?.pending_since.N).toMatch(/^\d+$/);
+      expect(item?.completed_at.N).toMatch(/^\d+$/);
+      expect(item?.status.S).toBe('COMPLETED');
+      expect(JSON.parse(item?.response.S ?? '')).toEqual({ statusCode: 200, headers: {}, body: { small: true } });
+    });
+
+    it('gzips a large response into a Binary attribute, past the 400 KB item limit', async () => {
+      const body = { rows: Array.from({ length: 20_000 }, (_, i) => ({ id: i, name: `row ${i}` })) };
+      expect(JSON.stringify(body).length).toBeGreaterThan(400 * 1024);
+      const { repository, item } = await completed(body);
+      expect(item?.response.B).toBeInstanceOf(Uint8Array);
+      expect(JSON.parse(gunzipSync(item!.response.B!).toString()).body).toEqual(body);
+      expect((await repository.get({ key: 'k' }))?.response?.body).toEqual(body);
+    });
+
+    it('stores a response too large even compressed without its body, and still completes the key', async () => {
+      const incompressible = require('node:crypto').randomBytes(450 * 1024).toString('base64');
+      const { repository, item } = await completed(incompressible);
+      expect(item?.status.S).toBe('COMPLETED');
+      expect((await repository.get({ key: 'k' }))?.response).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true });
+    });
+  });
+});

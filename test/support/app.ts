@@ -1,0 +1,46 @@
+import { AddressInfo } from 'node:net';
+import { INestApplication, ModuleMetadata, Type } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+import { IdempotencyClock } from 'nestjs-dynamodb-idempotency';
+import { FakeClock } from './fake-clock';
+
+export type Platform = 'express' | 'fastify';
+export const PLATFORMS: Platform[] = ['express', 'fastify'];
+
+export interface TestApp {
+  app: INestApplication;
+  url: string;
+  clock: FakeClock;
+  get<T>(token: Type<T>): T;
+  close(): Promise<void>;
+}
+
+/** Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module. */
+export async function startApp(platform: Platform, metadata: ModuleMetadata): Promise<TestApp> {
+  const clock = new FakeClock();
+  const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
+  const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
+    logger: false,
+  });
+  await app.listen(0, '127.0.0.1');
+  const { port } = app.getHttpServer().address() as AddressInfo;
+  return {
+    app,
+    url: `http://127.0.0.1:${port}`,
+    clock,
+    get: (token) => app.get(token),
+    close: () => app.close(),
+  };
+}
+
+/** A POST with a JSON body and optional idempotency key; returns status, headers and the raw body text. */
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}

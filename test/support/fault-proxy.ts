@@ -1,0 +1,48 @@
+import { createServer, request, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+
+export type FaultMode = 'pass' | 'throttle' | 'drop';
+
+/**
+ * An HTTP proxy in front of a DynamoDB endpoint that can throttle (answer the way DynamoDB does, with
+ * ProvisionedThroughputExceededException) or drop connections, so faults reach the SDK over the wire.
+ */
+export interface FaultProxy {
+  endpoint: string;
+  mode: FaultMode;
+  /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
+  operations: string[];
+  stop(): Promise<void>;
+}
+
+export async function startFaultProxy(target: string): Promise<FaultProxy> {
+  const proxy: FaultProxy = { endpoint: '', mode: 'pass', operations: [], stop: async () => undefined };
+  const server: Server = createServer((req, res) => {
+    const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
+    proxy.operations.push(operation);
+    if (proxy.mode === 'drop') return req.socket.destroy();
+    if (proxy.mode === 'throttle') {
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
+      return res.end(
+        JSON.stringify({
+          __type: 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
+          message: 'The level of configured provisioned throughput for the table was exceeded.',
+        }),
+      );
+    }
+    const upstream = request(target + req.url, { method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', () => req.socket.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.stop = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return proxy;
+}
