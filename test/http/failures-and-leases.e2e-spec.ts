@@ -1,0 +1,98 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { PLATFORMS, post, startApp, TestApp } from '../support/app';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { createIdempotencyTable, scanTable } from '../support/table';
+import { paymentsModule, Runs } from './payments.fixture';
+
+describe.each(PLATFORMS)('failures, expiry and leases on %s', (platform) => {
+  let dynamo: Dynalite;
+  let client: DynamoDBClient;
+  let tableName: string;
+  let test: TestApp;
+  let keys = 0;
+  const newKey = () => `key-${platform}-${++keys}`;
+  const runs = () => test.get(Runs);
+  const statusesOf = async (prefix: string) =>
+    (await scanTable(client, tableName)).filter(({ item }) => item.pk.startsWith(prefix)).map(({ item }) => item.status);
+
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+    client = localClient(dynamo.endpoint);
+    tableName = uniqueTableName();
+    await createIdempotencyTable(client, tableName);
+    test = await startApp(platform, paymentsModule(client, tableName));
+  });
+  afterAll(async () => {
+    await test.close();
+    await dynamo.stop();
+  });
+
+  it('marks a failed attempt FAILED, passes its error through, and runs the retry', async () => {
+    const key = newKey();
+    runs().failuresLeft = 1;
+    const before = runs().of('create');
+    const failed = await post(`${test.url}/payments`, { amount: 3 }, { 'Idempotency-Key': key });
+    expect(failed.status).toBe(500);
+    expect(JSON.parse(failed.text)).toMatchObject({ message: 'payment provider failed' });
+    expect(await statusesOf('POST /payments#')).toContain('FAILED');
+
+    const retry = await post(`${test.url}/payments`, { amount: 3 }, { 'Idempotency-Key': key });
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBeNull();
+    expect(runs().of('create')).toBe(before + 2);
+  });
+
+  it('leaves the key claimable after a validation error (400)', async () => {
+    const key = newKey();
+    const before = runs().of('create');
+    const invalid = await post(`${test.url}/payments`, { amount: 'lots' }, { 'Idempotency-Key': key });
+    expect(invalid.status).toBe(400);
+    const corrected = await post(`${test.url}/payments`, { amount: 10 }, { 'Idempotency-Key': key });
+    expect(corrected.status).toBe(201);
+    expect(runs().of('create')).toBe(before + 1);
+    expect(await statusesOf('POST /payments#')).not.toContain('PENDING');
+  });
+
+  it('runs again once the completed record has expired (checked in code, not left to TTL)', async () => {
+    const key = newKey();
+    const first = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
+    test.clock.advanceSeconds(86_400);
+    const stillReplayed = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
+    expect(stillReplayed.text).toBe(first.text);
+    test.clock.advanceSeconds(1);
+    const after = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
+    expect(after.status).toBe(201);
+    expect(after.headers.get('idempotent-replayed')).toBeNull();
+    expect(after.text).not.toBe(first.text);
+  });
+
+  it('never lets an orphaned worker overwrite the result of the worker that took over its lease', async () => {
+    const key = newKey();
+    const parked = (run: number) => runs().gates.get(`g:${run}`);
+    const until = async (condition: () => unknown) => {
+      while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+
+    const orphan = post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
+    await until(() => parked(1));
+    const blocked = await post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
+    expect(blocked.status).toBe(409);
+
+    test.clock.advanceSeconds(6); // the route's 5 s lease is over: the orphan no longer owns the key
+    const successor = post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
+    await until(() => parked(2));
+    parked(2)!();
+    const successorResponse = await successor;
+    expect(JSON.parse(successorResponse.text)).toEqual({ gate: 'g', run: 2 });
+
+    parked(1)!();
+    const orphanResponse = await orphan;
+    expect(orphanResponse.status).toBe(201);
+    expect(JSON.parse(orphanResponse.text)).toEqual({ gate: 'g', run: 1 }); // its caller still gets its own result
+
+    const replay = await post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
+    expect(replay.text).toBe(successorResponse.text);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(runs().of('parked:g')).toBe(2);
+  });
+});

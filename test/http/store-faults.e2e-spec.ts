@@ -1,0 +1,88 @@
+import { ProblemType } from 'nestjs-dynamodb-idempotency';
+import { PLATFORMS, post, startApp, TestApp } from '../support/app';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { createIdempotencyTable } from '../support/table';
+import { paymentsModule, Runs } from './payments.fixture';
+
+describe.each(PLATFORMS)('store faults on %s', (platform) => {
+  let dynamo: Dynalite;
+  let proxy: FaultProxy;
+  let test: TestApp;
+  let keys = 0;
+  const newKey = () => `key-${platform}-${++keys}`;
+
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+    proxy = await startFaultProxy(dynamo.endpoint);
+    const tableName = uniqueTableName();
+    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
+    test = await startApp(platform, paymentsModule(localClient(proxy.endpoint), tableName));
+  });
+  afterEach(() => {
+    proxy.mode = 'pass';
+  });
+  afterAll(async () => {
+    await test.close();
+    await proxy.stop();
+    await dynamo.stop();
+  });
+
+  it('answers 503 with Retry-After when DynamoDB throttles, without running the handler', async () => {
+    proxy.mode = 'throttle';
+    proxy.operations.length = 0;
+    const response = await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': newKey() });
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.storeThrottled, status: 503 });
+    expect(proxy.operations).toEqual(['PutItem', 'PutItem', 'PutItem']); // the SDK retried, then gave up
+    expect(test.get(Runs).of('create')).toBe(0);
+  });
+
+  it('does not mistake throttling of a duplicate for a replay', async () => {
+    const key = newKey();
+    const first = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    proxy.mode = 'throttle';
+    const throttled = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    expect(throttled.status).toBe(503);
+    expect(throttled.headers.get('idempotent-replayed')).toBeNull();
+    proxy.mode = 'pass';
+    const replay = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    expect(replay.text).toBe(first.text);
+    expect(test.get(Runs).of('create')).toBe(1);
+  });
+
+  it('answers 503 store-unavailable when DynamoDB drops connections, without running the handler', async () => {
+    const before = test.get(Runs).of('create');
+    proxy.mode = 'drop';
+    const response = await post(`${test.url}/payments`, { amount: 3 }, { 'Idempotency-Key': newKey() });
+    expect(response.status).toBe(503);
+    expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.storeUnavailable });
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(test.get(Runs).of('create')).toBe(before);
+  });
+});
+
+describe.each(PLATFORMS)('DynamoDB stopped, on %s', (platform) => {
+  it('fails closed with 503 and never runs the handler', async () => {
+    const dynamo = await startDynalite();
+    const tableName = uniqueTableName();
+    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
+    const test = await startApp(platform, paymentsModule(localClient(dynamo.endpoint), tableName));
+    try {
+      const key = 'before-the-outage';
+      expect((await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': key })).status).toBe(201);
+      await dynamo.stop();
+
+      for (const attempt of [key, 'during-the-outage']) {
+        const response = await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': attempt });
+        expect(response.status).toBe(503);
+        expect(JSON.parse(response.text).type).toBe(ProblemType.storeUnavailable);
+      }
+      expect(test.get(Runs).of('create')).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+});
