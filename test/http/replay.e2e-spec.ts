@@ -145,7 +145,7 @@ describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
     headers.append('Idempotency-Key', newKey());
     const response = await fetch(`${test.url}/payments`, { method: 'POST', headers, body: '{"amount":1}' });
     expect(response.status).toBe(400);
-    expect((await response.json()).type).toBe(ProblemType.keyInvalid);
+    expect(((await response.json()) as { type: string }).type).toBe(ProblemType.keyInvalid);
   });
 
   it('accepts exactly 255 characters', async () => {

@@ -1,0 +1,46 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
+import { HealthController } from './health/health.controller';
+import { OrdersController } from './orders/orders.controller';
+import { OrdersRepository } from './orders/orders.repository';
+
+/** The configuration and the one DynamoDB client, shared by the app and the idempotency module. */
+@Global()
+@Module({})
+export class InfrastructureModule {
+  static forRoot(config: OrdersApiConfig, client: DynamoDBClient): DynamicModule {
+    return {
+      module: InfrastructureModule,
+      providers: [
+        { provide: ORDERS_API_CONFIG, useValue: config },
+        { provide: DynamoDBClient, useValue: client },
+      ],
+      exports: [ORDERS_API_CONFIG, DynamoDBClient],
+    };
+  }
+}
+
+@Module({})
+export class AppModule {
+  static forRoot(config: OrdersApiConfig, client: DynamoDBClient): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        InfrastructureModule.forRoot(config, client),
+        IdempotencyModule.forRootAsync({
+          inject: [ORDERS_API_CONFIG, DynamoDBClient],
+          useFactory: (settings: OrdersApiConfig, dynamo: DynamoDBClient) => ({
+            client: dynamo,
+            tableName: settings.idempotencyTable,
+            ttlSeconds: settings.idempotencyTtlSeconds,
+            pendingTtlSeconds: settings.idempotencyPendingTtlSeconds,
+          }),
+        }),
+      ],
+      controllers: [OrdersController, HealthController],
+      providers: [OrdersRepository],
+    };
+  }
+}

@@ -1,0 +1,47 @@
+import { INestApplication, Logger } from '@nestjs/common';
+import { HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
+import { AppModule } from './app.module';
+import { OrdersApiConfig } from './config';
+import { createDynamoClient, resolveEndpoint } from './dynamodb';
+import { ProblemDetailsFilter } from './problem-details.filter';
+
+export interface RunningOrdersApi {
+  app: INestApplication;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Starts the demo: DynamoDB endpoint (embedded if none), tables, then the HTTP listener. */
+export async function startOrdersApi(config: OrdersApiConfig, options: { logger?: false } = {}): Promise<RunningOrdersApi> {
+  const logger = new Logger('OrdersApi');
+  const dynamo = await resolveEndpoint(config);
+  if (dynamo.embedded) {
+    logger.log(`DYNAMODB_ENDPOINT is not set: started an embedded dynalite at ${dynamo.endpoint} (in memory, gone on exit)`);
+  } else {
+    logger.log(`Using DynamoDB at ${dynamo.endpoint}`);
+  }
+  const client = createDynamoClient(config, dynamo.endpoint);
+  await ensureIdempotencyTable(client, config.idempotencyTable);
+  await ensureTable(client, {
+    TableName: config.ordersTable,
+    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+    BillingMode: 'PAY_PER_REQUEST',
+  });
+
+  const app = await NestFactory.create(AppModule.forRoot(config, client), options);
+  app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
+  app.enableShutdownHooks();
+  await app.listen(config.port);
+  const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
+  return {
+    app,
+    url,
+    close: async () => {
+      await app.close();
+      client.destroy();
+      await dynamo.close();
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { Inject, Injectable } from '@nestjs/common';
+import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
+import { Order } from './order';
+
+/** The `orders` table: `id` (S) as the hash key. */
+@Injectable()
+export class OrdersRepository {
+  private readonly documents: DynamoDBDocumentClient;
+  private readonly tableName: string;
+
+  constructor(client: DynamoDBClient, @Inject(ORDERS_API_CONFIG) config: OrdersApiConfig) {
+    this.documents = DynamoDBDocumentClient.from(client);
+    this.tableName = config.ordersTable;
+  }
+
+  async put(order: Order): Promise<void> {
+    await this.documents.send(
+      new PutCommand({ TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' }),
+    );
+  }
+
+  async get(id: string): Promise<Order | undefined> {
+    const { Item } = await this.documents.send(new GetCommand({ TableName: this.tableName, Key: { id }, ConsistentRead: true }));
+    return Item as Order | undefined;
+  }
+
+  async all(): Promise<Order[]> {
+    const orders: Order[] = [];
+    let ExclusiveStartKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.documents.send(
+        new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }),
+      );
+      orders.push(...((page.Items ?? []) as Order[]));
+      ExclusiveStartKey = page.LastEvaluatedKey;
+    } while (ExclusiveStartKey);
+    return orders.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+}

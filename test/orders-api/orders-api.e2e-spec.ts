@@ -1,0 +1,97 @@
+import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { configFromEnv } from '../../apps/orders-api/src/config';
+import { RunningOrdersApi, startOrdersApi } from '../../apps/orders-api/src/orders-api';
+import { post } from '../support/app';
+import { Dynalite, localClient, startDynalite } from '../support/dynalite';
+
+const order = { item: 'book', quantity: 2 };
+
+describe('orders-api demo', () => {
+  describe('with the embedded dynalite', () => {
+    let api: RunningOrdersApi;
+    beforeAll(async () => {
+      api = await startOrdersApi(configFromEnv({ PORT: '0', ORDER_PROCESSING_DELAY_MS: '150' }), { logger: false });
+    });
+    afterAll(() => api.close());
+
+    it('reports healthy once its tables exist', async () => {
+      const health = await fetch(`${api.url}/health`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ status: 'ok', tables: { idempotency_keys: 'ACTIVE', orders: 'ACTIVE' } });
+    });
+
+    it('creates one order per key, replays it with its Location, and lists it once', async () => {
+      const first = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-a' });
+      const again = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-a' });
+      expect(first.status).toBe(201);
+      const created = JSON.parse(first.text);
+      expect(created).toEqual({ id: expect.any(String), item: 'book', quantity: 2, createdAt: expect.any(String) });
+      expect(first.headers.get('location')).toBe(`/orders/${created.id}`);
+      expect(again.status).toBe(201);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get('location')).toBe(first.headers.get('location'));
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+      const fetched = await fetch(`${api.url}/orders/${created.id}`);
+      expect(await fetched.json()).toEqual(created);
+      const all = (await (await fetch(`${api.url}/orders`)).json()) as Array<{ id: string }>;
+      expect(all.filter((o) => o.id === created.id)).toHaveLength(1);
+    });
+
+    it('answers a concurrent duplicate with 409 while the first is still processing', async () => {
+      const [a, b] = await Promise.all([
+        post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-b' }),
+        new Promise((resolve) => setTimeout(resolve, 50)).then(() =>
+          post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-b' }),
+        ),
+      ]);
+      expect(a.status).toBe(201);
+      expect(b.status).toBe(409);
+      expect(b.headers.get('retry-after')).toBe('60');
+    });
+
+    it('rejects an invalid order with a 400 problem and leaves the key usable', async () => {
+      const invalid = await post(`${api.url}/orders`, { item: '', quantity: 1.5 }, { 'Idempotency-Key': 'order-c' });
+      expect(invalid.status).toBe(400);
+      expect(invalid.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(invalid.text).detail).toMatch(/quantity must be a positive integer/);
+      const valid = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-c' });
+      expect(valid.status).toBe(201);
+    });
+
+    it('answers 404 as a problem for an unknown order', async () => {
+      const missing = await fetch(`${api.url}/orders/does-not-exist`);
+      expect(missing.status).toBe(404);
+      expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    });
+  });
+
+  describe('two instances on one DynamoDB endpoint', () => {
+    let dynamo: Dynalite;
+    let instances: RunningOrdersApi[];
+    beforeAll(async () => {
+      dynamo = await startDynalite();
+      const env = { PORT: '0', DYNAMODB_ENDPOINT: dynamo.endpoint, ORDERS_TABLE: 'shared_orders', IDEMPOTENCY_TABLE: 'shared_keys' };
+      instances = [await startOrdersApi(configFromEnv(env), { logger: false }), await startOrdersApi(configFromEnv(env), { logger: false })];
+    });
+    afterAll(async () => {
+      for (const instance of instances) await instance.close();
+      await dynamo.stop();
+    });
+
+    it('share every key: a retry on the other instance is a replay, and the table holds one order', async () => {
+      const [one, two] = instances;
+      const first = await post(`${one.url}/orders`, order, { 'Idempotency-Key': 'shared' });
+      const retry = await post(`${two.url}/orders`, order, { 'Idempotency-Key': 'shared' });
+      expect(retry.text).toBe(first.text);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+
+      const client: DynamoDBClient = localClient(dynamo.endpoint);
+      const { Items = [] } = await client.send(new ScanCommand({ TableName: 'shared_orders' }));
+      expect(Items.map((item) => unmarshall(item).id)).toEqual([JSON.parse(first.text).id]);
+      const keys = await client.send(new ScanCommand({ TableName: 'shared_keys' }));
+      expect(keys.Items?.map((item) => item.status.S)).toEqual(['COMPLETED']);
+    });
+  });
+});
