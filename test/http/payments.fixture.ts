@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import {
   BadRequestException,
@@ -115,6 +116,22 @@ export class PaymentsController {
       default:
         return { kind };
     }
+  }
+
+  @Post('huge')
+  @Idempotent()
+  huge() {
+    this.runs.record('huge');
+    // ~600 KB of random text: over DynamoDB's 400 KB item limit even gzipped.
+    return { blob: randomBytes(450 * 1024).toString('base64') };
+  }
+
+  @Post('large')
+  @Idempotent()
+  large() {
+    this.runs.record('large');
+    // ~700 KB of repetitive JSON: over the item limit as text, far under it gzipped.
+    return { rows: Array.from({ length: 20_000 }, (_, id) => ({ id, name: `row ${id}` })) };
   }
 
   @Get('unprotected')

@@ -187,4 +187,28 @@ describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
     expect(await second.text()).toBe('streamed');
     expect(runs().of('file')).toBe(2);
   });
+
+  it('replays a response over 400 KB from its compressed copy', async () => {
+    const key = newKey();
+    const first = await post(`${test.url}/payments/large`, {}, { 'Idempotency-Key': key });
+    const replay = await post(`${test.url}/payments/large`, {}, { 'Idempotency-Key': key });
+    expect(first.text.length).toBeGreaterThan(400 * 1024);
+    expect(replay.text).toBe(first.text);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(runs().of('large')).toBe(1);
+  });
+
+  it('never runs twice for a response too large to store: duplicates get 409 response-not-stored', async () => {
+    const key = newKey();
+    const first = await post(`${test.url}/payments/huge`, {}, { 'Idempotency-Key': key });
+    expect(first.status).toBe(201);
+    const duplicate = await post(`${test.url}/payments/huge`, {}, { 'Idempotency-Key': key });
+    expect(duplicate.status).toBe(409);
+    expect(JSON.parse(duplicate.text)).toMatchObject({ type: ProblemType.responseNotStored, originalStatus: 201 });
+    expect(runs().of('huge')).toBe(1);
+    const items = await scanTable(client, tableName);
+    expect(items.filter(({ item }) => item.pk.startsWith('POST /payments/huge#')).map(({ item }) => item.status)).toEqual([
+      'COMPLETED',
+    ]);
+  });
 });
