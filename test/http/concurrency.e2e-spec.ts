@@ -1,26 +1,17 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { createIdempotencyTable } from '../support/table';
-import { paymentsModule, Runs } from './payments.fixture';
+import { PLATFORMS, post, TestApp } from '../support/app';
+import { Runs } from './payments.fixture';
+import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
 describe.each(PLATFORMS)('concurrent duplicates on %s', (platform) => {
-  let dynamo: Dynalite;
-  let client: DynamoDBClient;
+  let scenario: PaymentsScenario;
   let test: TestApp;
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
-    client = localClient(dynamo.endpoint);
-    const tableName = uniqueTableName();
-    await createIdempotencyTable(client, tableName);
-    test = await startApp(platform, paymentsModule(client, tableName));
+    scenario = await startPaymentsScenario(platform);
+    test = scenario.test;
   });
-  afterAll(async () => {
-    await test.close();
-    await dynamo.stop();
-  });
+  afterAll(() => scenario.stop());
 
   it('runs the handler exactly once for 50 concurrent requests with one key', async () => {
     const key = `burst-${platform}`;

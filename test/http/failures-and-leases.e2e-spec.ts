@@ -1,11 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { createIdempotencyTable, scanTable } from '../support/table';
-import { paymentsModule, Runs } from './payments.fixture';
+import { PLATFORMS, post, TestApp } from '../support/app';
+import { scanTable } from '../support/table';
+import { Runs } from './payments.fixture';
+import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
 describe.each(PLATFORMS)('failures, expiry and leases on %s', (platform) => {
-  let dynamo: Dynalite;
+  let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
   let test: TestApp;
@@ -16,16 +16,10 @@ describe.each(PLATFORMS)('failures, expiry and leases on %s', (platform) => {
     (await scanTable(client, tableName)).filter(({ item }) => item.pk.startsWith(prefix)).map(({ item }) => item.status);
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
-    client = localClient(dynamo.endpoint);
-    tableName = uniqueTableName();
-    await createIdempotencyTable(client, tableName);
-    test = await startApp(platform, paymentsModule(client, tableName));
+    scenario = await startPaymentsScenario(platform);
+    ({ client, tableName, test } = scenario);
   });
-  afterAll(async () => {
-    await test.close();
-    await dynamo.stop();
-  });
+  afterAll(() => scenario.stop());
 
   it('marks a failed attempt FAILED, passes its error through, and runs the retry', async () => {
     const key = newKey();

@@ -1,12 +1,12 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { createIdempotencyTable, scanTable } from '../support/table';
-import { paymentsModule, Runs } from './payments.fixture';
+import { PLATFORMS, post, TestApp } from '../support/app';
+import { scanTable } from '../support/table';
+import { Runs } from './payments.fixture';
+import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
 describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
-  let dynamo: Dynalite;
+  let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
   let test: TestApp;
@@ -15,16 +15,10 @@ describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
   const runs = () => test.get(Runs);
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
-    client = localClient(dynamo.endpoint);
-    tableName = uniqueTableName();
-    await createIdempotencyTable(client, tableName);
-    test = await startApp(platform, paymentsModule(client, tableName));
+    scenario = await startPaymentsScenario(platform);
+    ({ client, tableName, test } = scenario);
   });
-  afterAll(async () => {
-    await test.close();
-    await dynamo.stop();
-  });
+  afterAll(() => scenario.stop());
 
   it('runs the handler once and replays the first response byte for byte', async () => {
     const key = newKey();

@@ -1,31 +1,31 @@
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { PLATFORMS, post, TestApp } from '../support/app';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
-import { createIdempotencyTable } from '../support/table';
-import { paymentsModule, Runs } from './payments.fixture';
+import { Runs } from './payments.fixture';
+import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
 describe.each(PLATFORMS)('store faults on %s', (platform) => {
-  let dynamo: Dynalite;
+  let scenario: PaymentsScenario;
   let proxy: FaultProxy;
   let test: TestApp;
   let keys = 0;
   const newKey = () => `key-${platform}-${++keys}`;
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
-    proxy = await startFaultProxy(dynamo.endpoint);
-    const tableName = uniqueTableName();
-    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
-    test = await startApp(platform, paymentsModule(localClient(proxy.endpoint), tableName));
+    scenario = await startPaymentsScenario(platform, {
+      appEndpoint: async (dynamo) => {
+        proxy = await startFaultProxy(dynamo.endpoint);
+        return proxy.endpoint;
+      },
+    });
+    test = scenario.test;
   });
   afterEach(() => {
     proxy.mode = 'pass';
   });
   afterAll(async () => {
-    await test.close();
+    await scenario.stop();
     await proxy.stop();
-    await dynamo.stop();
   });
 
   it('answers 503 with Retry-After when DynamoDB throttles, without running the handler', async () => {
@@ -66,10 +66,7 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
 
 describe.each(PLATFORMS)('DynamoDB stopped, on %s', (platform) => {
   it('fails closed with 503 and never runs the handler', async () => {
-    const dynamo = await startDynalite();
-    const tableName = uniqueTableName();
-    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
-    const test = await startApp(platform, paymentsModule(localClient(dynamo.endpoint), tableName));
+    const { dynamo, test } = await startPaymentsScenario(platform);
     try {
       const key = 'before-the-outage';
       expect((await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': key })).status).toBe(201);
