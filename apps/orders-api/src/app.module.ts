@@ -1,8 +1,10 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamicModule, Global, Module } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
 import { IdempotencyModule } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
 import { HealthController } from './health/health.controller';
+import { MetricsController } from './metrics/metrics.controller';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersRepository } from './orders/orders.repository';
 
@@ -29,6 +31,7 @@ export class AppModule {
       module: AppModule,
       imports: [
         InfrastructureModule.forRoot(config, client),
+        TerminusModule,
         IdempotencyModule.forRootAsync({
           inject: [ORDERS_API_CONFIG, DynamoDBClient],
           useFactory: (settings: OrdersApiConfig, dynamo: DynamoDBClient) => ({
@@ -36,10 +39,11 @@ export class AppModule {
             tableName: settings.idempotencyTable,
             ttlSeconds: settings.idempotencyTtlSeconds,
             pendingTtlSeconds: settings.idempotencyPendingTtlSeconds,
+            reconcileIntervalSeconds: settings.reconcileIntervalSeconds,
           }),
         }),
       ],
-      controllers: [OrdersController, HealthController],
+      controllers: [OrdersController, HealthController, MetricsController],
       providers: [OrdersRepository],
     };
   }

@@ -10,6 +10,8 @@ export interface OrdersApiConfig {
   idempotencyPendingTtlSeconds?: number;
   /** A simulated slow payment step inside POST /orders. */
   orderProcessingDelayMs: number;
+  /** Run the reconciler in the app every this many seconds; unset: never. */
+  reconcileIntervalSeconds?: number;
 }
 
 export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
@@ -24,6 +26,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 1),
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
+    reconcileIntervalSeconds: integer(env, 'IDEMPOTENCY_RECONCILE_INTERVAL_SECONDS', 1),
   };
 }
 

@@ -1,10 +1,10 @@
 import { INestApplication, Logger } from '@nestjs/common';
-import { HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { NestFactory } from '@nestjs/core';
 import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
 import { OrdersApiConfig } from './config';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
-import { ProblemDetailsFilter } from './problem-details.filter';
+import { registerPrometheusMetrics } from './metrics/prometheus';
 
 export interface RunningOrdersApi {
   app: INestApplication;
@@ -14,6 +14,7 @@ export interface RunningOrdersApi {
 
 /** Starts the demo: DynamoDB endpoint (embedded if none), tables, then the HTTP listener. */
 export async function startOrdersApi(config: OrdersApiConfig, options: { logger?: false } = {}): Promise<RunningOrdersApi> {
+  registerPrometheusMetrics();
   const logger = new Logger('OrdersApi');
   const dynamo = await resolveEndpoint(config);
   if (dynamo.embedded) {
@@ -31,7 +32,6 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
   });
 
   const app = await NestFactory.create(AppModule.forRoot(config, client), options);
-  app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
   app.enableShutdownHooks();
   await app.listen(config.port);
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');

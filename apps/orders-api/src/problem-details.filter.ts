@@ -18,7 +18,7 @@ export class ProblemDetailsFilter extends BaseExceptionFilter {
       status,
       detail: Array.isArray(message) ? message.join('; ') : String(message ?? exception.message),
     };
-    const adapter = this.applicationRef ?? this.httpAdapterHost!.httpAdapter;
+    const adapter = this.httpAdapterHost!.httpAdapter;
     const response = host.switchToHttp().getResponse();
     adapter.setHeader(response, 'Content-Type', 'application/problem+json');
     adapter.reply(response, JSON.stringify(problem), status);

@@ -48,6 +48,56 @@ export async function ensureIdempotencyTable(
   }
 }
 
+/** The deploy-time check's verdict: `ok` only when every requirement holds. */
+export interface TableCheck {
+  ok: boolean;
+  /** One line per requirement, prefixed `ok:` or `FAIL:`. */
+  findings: string[];
+}
+
+/**
+ * The runbook's deploy-time check: the table exists, its only key is `pk` (S, HASH), and TTL is ENABLED on
+ * `expires_at`. Endpoints without the TTL API (dynalite always reports DISABLED) fail it, with a hint.
+ */
+export async function checkIdempotencyTable(
+  client: DynamoDBClient | DynamoDBDocumentClient,
+  tableName: string,
+): Promise<TableCheck> {
+  const findings: string[] = [];
+  const plain = asPlainClient(client);
+  let table;
+  try {
+    ({ Table: table } = await plain.send(new DescribeTableCommand({ TableName: tableName })));
+  } catch (error) {
+    return { ok: false, findings: [`FAIL: table ${tableName} cannot be described (${dynamoErrorCode(error)})`] };
+  }
+  const keys = (table?.KeySchema ?? []).map((k) => `${k.AttributeName}:${k.KeyType}`).join(',');
+  const pkType = table?.AttributeDefinitions?.find((a) => a.AttributeName === 'pk')?.AttributeType;
+  findings.push(
+    keys === 'pk:HASH' && pkType === 'S'
+      ? `ok: key schema is pk (S, HASH)`
+      : `FAIL: key schema is ${keys || 'missing'} (pk ${pkType ?? 'undefined'}); expected only pk (S, HASH)`,
+  );
+  findings.push(
+    table?.TableStatus === 'ACTIVE' ? 'ok: table is ACTIVE' : `FAIL: table status is ${table?.TableStatus}`,
+  );
+  if (table?.BillingModeSummary?.BillingMode !== 'PAY_PER_REQUEST') {
+    findings.push('note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled');
+  }
+  try {
+    const { TimeToLiveDescription: ttl } = await plain.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
+    findings.push(
+      ttl?.TimeToLiveStatus === 'ENABLED' && ttl.AttributeName === TTL_ATTRIBUTE
+        ? `ok: TTL is ENABLED on ${TTL_ATTRIBUTE}`
+        : `FAIL: TTL is ${ttl?.TimeToLiveStatus ?? 'unknown'}${ttl?.AttributeName ? ` on ${ttl.AttributeName}` : ''}, ` +
+            `expected ENABLED on ${TTL_ATTRIBUTE} (dynalite cannot enable or report TTL: run this check against DynamoDB)`,
+    );
+  } catch (error) {
+    findings.push(`FAIL: TTL cannot be described (${dynamoErrorCode(error)})`);
+  }
+  return { ok: findings.every((line) => !line.startsWith('FAIL')), findings };
+}
+
 /** Creates a table unless it exists, and waits until it is ACTIVE. Exported for the demo's own tables. */
 export async function ensureTable(
   client: DynamoDBClient | DynamoDBDocumentClient,

@@ -17,6 +17,8 @@ import {
   IdempotencyProblemException,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
+  ProblemType,
+  ProblemTypeUri,
 } from './idempotency.errors';
 import { parseKeyHeader, validateKey } from './idempotency-key';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
@@ -29,7 +31,8 @@ import {
 } from './idempotency.options';
 import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
 import { IdempotentRoute } from './idempotent-route.metadata';
-import { IdempotencyRepository } from './repository/idempotency.repository';
+import { IdempotencyTelemetry, RequestOutcome } from './idempotency.telemetry';
+import { IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
 import { routeTemplate } from './route-identity';
 
 /** One protected request, as the flow below needs it. */
@@ -46,6 +49,17 @@ type Acquired = { claimToken: string } | { replay: StoredResponse };
 
 const MAX_POLL_INTERVAL_MS = 500;
 
+const OUTCOME_OF_PROBLEM: Record<ProblemTypeUri, RequestOutcome> = {
+  [ProblemType.keyMissing]: 'missing_key',
+  [ProblemType.keyInvalid]: 'invalid_key',
+  [ProblemType.requestInvalid]: 'invalid_request',
+  [ProblemType.fingerprintMismatch]: 'mismatch',
+  [ProblemType.inFlight]: 'in_flight',
+  [ProblemType.responseNotStored]: 'response_not_stored',
+  [ProblemType.storeThrottled]: 'store_throttled',
+  [ProblemType.storeUnavailable]: 'store_unavailable',
+};
+
 /**
  * The request flow of an `@Idempotent()` route, in the order of the state machine:
  * claim the key → run the handler → complete (or fail), or, for a duplicate, replay / 409 / 422.
@@ -61,6 +75,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly repository: IdempotencyRepository,
     private readonly clock: IdempotencyClock,
     private readonly adapterHost: HttpAdapterHost,
+    private readonly telemetry: IdempotencyTelemetry,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
   ) {
     this.options = resolveOptions(options);
@@ -73,12 +88,20 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private async handle(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
-    const call = this.describe(context, route);
-    if (!call) return lastValueFrom(next.handle(), { defaultValue: undefined });
+    try {
+      const call = this.describe(context, route);
+      if (!call) return await lastValueFrom(next.handle(), { defaultValue: undefined });
 
-    const acquired = await this.acquire(call);
-    if ('replay' in acquired) return this.replay(call, acquired.replay);
-    return this.execute(call, acquired.claimToken, next);
+      const acquired = await this.acquire(call);
+      if ('replay' in acquired) {
+        this.telemetry.request('replayed');
+        return this.replay(call, acquired.replay);
+      }
+      return await this.execute(call, acquired.claimToken, next);
+    } catch (error) {
+      if (error instanceof IdempotencyProblemException) this.telemetry.request(OUTCOME_OF_PROBLEM[error.problem.type]);
+      throw error;
+    }
   }
 
   /** Key, scope, route and fingerprint of the request; undefined when an optional key is absent. */
@@ -132,9 +155,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const leaseSeconds = this.routeSeconds(call.route, 'pendingTtlSeconds');
     let pollMs = 25;
     for (let attempt = 1; ; attempt++) {
-      const claim = await this.store(() =>
-        this.repository.claim({ key: call.recordKey, fingerprint: call.fingerprint, leaseSeconds }),
-      );
+      const claim = await this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
+        const result = await this.store(() =>
+          this.repository.claim({ key: call.recordKey, fingerprint: call.fingerprint, leaseSeconds }),
+        );
+        span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
+        return result;
+      });
       if (claim.claimed) return { claimToken: claim.claimToken };
 
       let existing: IdempotencyRecord | undefined = claim.existing;
@@ -165,28 +192,54 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       body = await lastValueFrom(next.handle(), { defaultValue: undefined });
     } catch (error) {
+      this.telemetry.request('executed');
       await this.release(call, claimToken);
       throw error;
     }
     const stored = this.capture(call.response, body);
     if (!stored) {
+      this.telemetry.request('executed');
       this.logger.warn({ msg: 'response cannot be stored for replay (a stream, or not JSON); claim released', key: call.recordKey });
       await this.release(call, claimToken);
       return body;
     }
+    const result = await this.complete(call, claimToken, stored);
+    this.telemetry.request(result?.ok === false && result.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+    return body;
+  }
+
+  /**
+   * PENDING → COMPLETED. A refusal is never the caller's problem (it still gets its own result), but it is
+   * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the
+   * handler ran for a key that was already done (the lease was too short for the handler).
+   */
+  private async complete(call: IdempotentCall, claimToken: string, response: StoredResponse): Promise<TransitionResult | undefined> {
     try {
-      const result = await this.repository.complete({
-        key: call.recordKey,
-        claimToken,
-        response: stored,
-        ttlSeconds: this.routeSeconds(call.route, 'ttlSeconds'),
+      return await this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
+        const result = await this.repository.complete({
+          key: call.recordKey,
+          claimToken,
+          response,
+          ttlSeconds: this.routeSeconds(call.route, 'ttlSeconds'),
+        });
+        span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
+        if (result.ok) return result;
+        if (result.reason === 'already_completed') this.telemetry.completionRaced();
+        if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+        this.logger.warn({
+          msg: 'completion refused',
+          key: call.recordKey,
+          reason: result.reason,
+          current_status: result.current?.status,
+          pending_since: result.current?.pendingSince,
+        });
+        return result;
       });
-      if (!result.ok) this.logger.warn({ msg: 'completion refused', key: call.recordKey, reason: result.reason });
     } catch (error) {
       // The handler's effects happened; the caller gets them. The key unlocks when the lease ends.
       this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+      return undefined;
     }
-    return body;
   }
 
   /** Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. */

@@ -2,7 +2,10 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
 import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
+import { IdempotencyHealthIndicator } from './idempotency.health';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { IdempotencyReconciler } from './idempotency.reconciler';
+import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import { IdempotencyModuleOptions, resolveOptions } from './idempotency.options';
 import { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
@@ -22,20 +25,33 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
 @Module({
   providers: [
     { provide: IdempotencyClock, useClass: SystemClock },
+    { provide: IdempotencyTelemetry, useFactory: () => new IdempotencyTelemetry() },
     {
       provide: IdempotencyRepository,
-      inject: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock],
-      useFactory: (options: IdempotencyModuleOptions, clock: IdempotencyClock): IdempotencyRepository =>
+      inject: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock, IdempotencyTelemetry],
+      useFactory: (options: IdempotencyModuleOptions, clock: IdempotencyClock, telemetry: IdempotencyTelemetry) =>
         options.repository ??
         new DynamoDbIdempotencyRepository({
           client: options.client ?? new DynamoDBClient(options.clientConfig ?? {}),
           tableName: resolveOptions(options).tableName,
           clock,
+          telemetry,
         }),
     },
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,
+    IdempotencyReconciler,
+    IdempotencyHealthIndicator,
   ],
-  exports: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock, IdempotencyRepository, IdempotencyInterceptor, IdempotencyExceptionFilter],
+  exports: [
+    IDEMPOTENCY_MODULE_OPTIONS,
+    IdempotencyClock,
+    IdempotencyTelemetry,
+    IdempotencyRepository,
+    IdempotencyInterceptor,
+    IdempotencyExceptionFilter,
+    IdempotencyReconciler,
+    IdempotencyHealthIndicator,
+  ],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

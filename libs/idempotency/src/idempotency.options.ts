@@ -36,6 +36,8 @@ export interface IdempotencyModuleOptions {
   replayHeaders?: string[];
   /** Replaces the DynamoDB repository, e.g. with `InMemoryIdempotencyRepository` in a unit test. */
   repository?: IdempotencyRepository;
+  /** Run `IdempotencyReconciler.sweep()` every this many seconds in this process. Off by default. */
+  reconcileIntervalSeconds?: number;
 }
 
 /** Per-route options of `@Idempotent()`. */

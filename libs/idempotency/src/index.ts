@@ -7,6 +7,12 @@ export { IdempotentRoute } from './idempotent-route.metadata';
 export { IdempotencyInterceptor } from './idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
+export { IdempotencyTelemetry } from './idempotency.telemetry';
+export type { RequestOutcome, StoreOperation, SweepFindings } from './idempotency.telemetry';
+export { IdempotencyReconciler } from './idempotency.reconciler';
+export type { SweepOptions, SweepResult } from './idempotency.reconciler';
+export { IdempotencyHealthIndicator } from './idempotency.health';
+export type { IdempotencyHealthResult } from './idempotency.health';
 export {
   IdempotencyProblemException,
   IdempotencyStoreThrottledError,
@@ -22,12 +28,14 @@ export type {
   CompleteInput,
   FailInput,
   GetInput,
+  ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
 export { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './repository/dynamodb-idempotency.repository';
 export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
-export { ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './idempotency-table';
+export { checkIdempotencyTable, ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './idempotency-table';
+export type { TableCheck } from './idempotency-table';
 export {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,

@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res, UseFilters } from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
+import { ProblemDetailsFilter } from '../problem-details.filter';
 import { CreateOrderInput, CreateOrderPipe, Order } from './order';
 import { OrdersRepository } from './orders.repository';
 
 @Controller('orders')
+@UseFilters(ProblemDetailsFilter)
 export class OrdersController {
   constructor(
     private readonly orders: OrdersRepository,

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { IdempotencyStoreUnavailableError } from '../idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS, MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from '../idempotency.record';
+import { IdempotencyTelemetry, StoreOperation } from '../idempotency.telemetry';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../stored-response.codec';
 import { dynamoErrorCode, isConditionalCheckFailed, toStoreError } from './dynamodb-errors';
 import {
@@ -16,6 +17,7 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  ScanInput,
   TransitionResult,
 } from './idempotency.repository';
 
@@ -23,6 +25,7 @@ export interface DynamoDbIdempotencyRepositoryOptions {
   client: DynamoDBClient | DynamoDBDocumentClient;
   tableName: string;
   clock?: IdempotencyClock;
+  telemetry?: IdempotencyTelemetry;
 }
 
 /** The stored item, attribute by attribute (see the README's item schema). */
@@ -50,12 +53,19 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   private readonly documents: DynamoDBDocumentClient;
   private readonly tableName: string;
   private readonly clock: IdempotencyClock;
+  private readonly telemetry: IdempotencyTelemetry;
 
-  constructor({ client, tableName, clock = new SystemClock() }: DynamoDbIdempotencyRepositoryOptions) {
+  constructor({
+    client,
+    tableName,
+    clock = new SystemClock(),
+    telemetry = new IdempotencyTelemetry(),
+  }: DynamoDbIdempotencyRepositoryOptions) {
     super();
     this.documents = client instanceof DynamoDBDocumentClient ? client : DynamoDBDocumentClient.from(client);
     this.tableName = tableName;
     this.clock = clock;
+    this.telemetry = telemetry;
   }
 
   async claim({ key, fingerprint, leaseSeconds }: ClaimInput): Promise<ClaimResult> {
@@ -85,6 +95,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         return { claimed: true, claimToken };
       } catch (error) {
         if (!isConditionalCheckFailed(error)) throw error;
+        this.telemetry.conditionRejected(this.tableName, 'claim');
         const existing = await this.existingAfterFailedCondition(key, error);
         // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
         if (existing?.claimToken === claimToken) return { claimed: true, claimToken };
@@ -126,6 +137,25 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return Item && toRecord(Item as unknown as IdempotencyItem);
   }
 
+  async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+    let ExclusiveStartKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.send(
+        'scan',
+        new ScanCommand({
+          TableName: this.tableName,
+          Limit: pageSize,
+          ExclusiveStartKey,
+          // Everything but the response: the reconciler needs state, not payloads.
+          ProjectionExpression: 'pk, #s, expires_at, claim_token, fingerprint, pending_since, completed_at',
+          ExpressionAttributeNames: { '#s': 'status' },
+        }),
+      );
+      yield (page.Items ?? []).map((item) => toRecord(item as unknown as IdempotencyItem));
+      ExclusiveStartKey = page.LastEvaluatedKey;
+    } while (ExclusiveStartKey);
+  }
+
   /** Complete and fail: an UpdateItem guarded by ownership; a failed guard is re-read and explained. */
   private async transition(
     operation: 'complete' | 'fail',
@@ -149,6 +179,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       return { ok: true };
     } catch (error) {
       if (!isConditionalCheckFailed(error)) throw error;
+      this.telemetry.conditionRejected(this.tableName, operation);
       const current = await this.existingAfterFailedCondition(key, error);
       const sameClaimCompleted = current?.status === 'COMPLETED' && current.claimToken === claimToken;
       return { ok: false, reason: sameClaimCompleted ? 'already_completed' : 'lease_lost', current };
@@ -176,16 +207,25 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
 
   /** Every request goes through here: store faults become typed errors, failed conditions pass through. */
   private async send(
-    operation: string,
-    command: PutCommand | UpdateCommand | GetCommand,
-  ): Promise<{ Item?: Record<string, unknown> }> {
+    operation: StoreOperation,
+    command: PutCommand | UpdateCommand | GetCommand | ScanCommand,
+  ): Promise<{ Item?: Record<string, unknown>; Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> }> {
+    const started = performance.now();
+    let result = 'ok';
     try {
-      // One call site for three command types; the output type only matters for GetItem.
-      return await this.documents.send(command as GetCommand);
+      // One call site for every command type; the output fields used are Item, Items and LastEvaluatedKey.
+      return await this.documents.send(command as ScanCommand & GetCommand);
     } catch (error) {
-      if (isConditionalCheckFailed(error)) throw error;
-      this.logger.error({ msg: 'idempotency store call failed', operation, table: this.tableName, dynamo_error_code: dynamoErrorCode(error) });
+      result = dynamoErrorCode(error);
+      const fields = { operation, table: this.tableName, dynamo_error_code: result };
+      if (isConditionalCheckFailed(error)) {
+        this.logger.debug({ msg: 'conditional write rejected', ...fields });
+        throw error;
+      }
+      this.logger.error({ msg: 'idempotency store call failed', ...fields });
       throw toStoreError(operation, error);
+    } finally {
+      this.telemetry.storeCall(this.tableName, operation, (performance.now() - started) / 1000, result);
     }
   }
 }

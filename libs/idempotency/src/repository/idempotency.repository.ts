@@ -30,6 +30,11 @@ export interface GetInput {
   key: string;
 }
 
+export interface ScanInput {
+  /** Records per page (one DynamoDB Scan request). */
+  pageSize: number;
+}
+
 /**
  * The outcome of a guarded transition (complete or fail).
  * `already_completed`: this same claim had already completed the record (for example an SDK retry of a
@@ -61,4 +66,7 @@ export abstract class IdempotencyRepository {
 
   /** A strongly consistent read of the record, or undefined if there is none. */
   abstract get(input: GetInput): Promise<IdempotencyRecord | undefined>;
+
+  /** Every record, a page at a time, without the stored responses: for the reconciler. */
+  abstract scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]>;
 }

@@ -8,6 +8,7 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  ScanInput,
   TransitionResult,
 } from './idempotency.repository';
 
@@ -59,6 +60,11 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
     const record = this.records.get(key);
     return record && structuredClone(record);
+  }
+
+  async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+    const records = [...this.records.values()].map(({ response: _response, ...record }) => structuredClone(record));
+    for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
   private transition(

@@ -1,0 +1,106 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { IdempotencyClock } from './idempotency.clock';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
+import { IdempotencyModuleOptions, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
+import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { IdempotencyRepository } from './repository/idempotency.repository';
+
+export interface SweepOptions {
+  /** Items per Scan page. Default 100. */
+  pageSize?: number;
+  /** At most this many Scan pages a second, so a sweep never competes with traffic. Default 5. */
+  maxPagesPerSecond?: number;
+}
+
+export interface SweepResult {
+  scanned: number;
+  /** PENDING items whose lease had passed (`dedup_stuck_pending_total`). */
+  stuckPending: number;
+  /** Of those, how many this sweep marked FAILED (the rest were taken over or finished meanwhile). */
+  released: number;
+  /** Items past `expires_at` still present, whatever their status (`dynamo_ttl_stale_items_total`). */
+  ttlStale: number;
+}
+
+/**
+ * The runbook's reconciliation job: finds PENDING items whose lease has passed (a crashed worker), marks them
+ * FAILED so the key is visibly claimable, and counts items TTL has not deleted yet. Both counts become gauges.
+ * Marking is conditioned on the item's own claim token: a worker that claimed since is never overridden.
+ * Runs on demand (`sweep()`), or every `reconcileIntervalSeconds` when that module option is set.
+ */
+@Injectable()
+export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('IdempotencyReconciler');
+  private readonly options: ResolvedIdempotencyOptions;
+  private readonly intervalSeconds?: number;
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<SweepResult>;
+
+  constructor(
+    private readonly repository: IdempotencyRepository,
+    private readonly clock: IdempotencyClock,
+    private readonly telemetry: IdempotencyTelemetry,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
+  ) {
+    this.options = resolveOptions(options);
+    this.intervalSeconds = options.reconcileIntervalSeconds;
+  }
+
+  async sweep({ pageSize = 100, maxPagesPerSecond = 5 }: SweepOptions = {}): Promise<SweepResult> {
+    const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, ttlStale: 0 };
+    const pageIntervalMs = 1000 / maxPagesPerSecond;
+    let pageStarted = performance.now();
+    for await (const page of this.repository.scan({ pageSize })) {
+      const now = this.clock.nowSeconds();
+      for (const record of page) {
+        result.scanned += 1;
+        if (record.expiresAt >= now) continue;
+        result.ttlStale += 1;
+        if (record.status !== 'PENDING') continue;
+        result.stuckPending += 1;
+        this.logger.warn({
+          msg: 'stuck PENDING item: lease passed without completion',
+          key: record.key,
+          pending_since: record.pendingSince,
+          expires_at: record.expiresAt,
+        });
+        const released = await this.repository.fail({
+          key: record.key,
+          claimToken: record.claimToken,
+          ttlSeconds: this.options.failedTtlSeconds,
+        });
+        if (released.ok) result.released += 1;
+      }
+      await sleep(Math.max(0, pageIntervalMs - (performance.now() - pageStarted)));
+      pageStarted = performance.now();
+    }
+    this.telemetry.sweepFound(this.options.tableName, { stuckPending: result.stuckPending, ttlStale: result.ttlStale });
+    this.logger.log({ msg: 'sweep done', table: this.options.tableName, ...result });
+    return result;
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.intervalSeconds) return;
+    this.timer = setInterval(() => void this.scheduledSweep(), this.intervalSeconds * 1000);
+    this.timer.unref();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  /** One sweep at a time; a failed sweep is logged and the next interval tries again. */
+  private async scheduledSweep(): Promise<void> {
+    if (this.running) return;
+    this.running = this.sweep();
+    try {
+      await this.running;
+    } catch (error) {
+      this.logger.error({ msg: 'sweep failed', error: String(error) });
+    } finally {
+      this.running = undefined;
+    }
+  }
+}

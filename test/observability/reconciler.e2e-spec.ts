@@ -1,0 +1,148 @@
+import { Test } from '@nestjs/testing';
+import {
+  ClaimInput,
+  DynamoDbIdempotencyRepository,
+  FailInput,
+  IdempotencyClock,
+  IdempotencyModule,
+  IdempotencyReconciler,
+  IdempotencyRecord,
+  IdempotencyRepository,
+  InMemoryIdempotencyRepository,
+  ScanInput,
+} from 'nestjs-dynamodb-idempotency';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { FakeClock } from '../support/fake-clock';
+import { createIdempotencyTable } from '../support/table';
+import { metricValue, registerTestTelemetry } from '../support/telemetry';
+
+const telemetry = registerTestTelemetry();
+
+async function reconcilerOn(repository: IdempotencyRepository, clock: FakeClock, tableName = 'idempotency_keys') {
+  const moduleRef = await Test.createTestingModule({
+    imports: [IdempotencyModule.forRoot({ repository, tableName })],
+  })
+    .overrideProvider(IdempotencyClock)
+    .useValue(clock)
+    .compile();
+  return moduleRef.get(IdempotencyReconciler);
+}
+
+/** One completed, one stuck (lease passed), one live, one completed past its retention. */
+async function seed(repository: IdempotencyRepository, clock: FakeClock) {
+  const claim = async (key: string, leaseSeconds: number) => {
+    const result = await repository.claim({ key, fingerprint: 'fp', leaseSeconds });
+    if (!result.claimed) throw new Error(`claim of ${key} lost`);
+    return result.claimToken;
+  };
+  const response = { statusCode: 200, headers: {} };
+  await repository.complete({ key: 'expired', claimToken: await claim('expired', 60), response, ttlSeconds: 10 });
+  await claim('stuck', 30);
+  clock.advanceSeconds(31);
+  await claim('live', 60);
+  await repository.complete({ key: 'done', claimToken: await claim('done', 60), response, ttlSeconds: 3600 });
+}
+
+describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) => {
+  let dynamo: Dynalite | undefined;
+  let clock: FakeClock;
+  let repository: IdempotencyRepository;
+  let tableName: string;
+
+  beforeAll(async () => {
+    if (kind === 'dynalite') dynamo = await startDynalite();
+  });
+  afterAll(() => dynamo?.stop());
+  beforeEach(async () => {
+    clock = new FakeClock();
+    tableName = uniqueTableName();
+    if (dynamo) {
+      const client = localClient(dynamo.endpoint);
+      await createIdempotencyTable(client, tableName);
+      repository = new DynamoDbIdempotencyRepository({ client, tableName, clock });
+    } else {
+      repository = new InMemoryIdempotencyRepository(clock);
+    }
+  });
+
+  it('marks stuck PENDING items FAILED, counts TTL-stale items, and reports both gauges', async () => {
+    await seed(repository, clock);
+    const reconciler = await reconcilerOn(repository, clock, tableName);
+    const result = await reconciler.sweep({ maxPagesPerSecond: 1000 });
+    expect(result).toEqual({ scanned: 4, stuckPending: 1, released: 1, ttlStale: 2 });
+    expect(await repository.get({ key: 'stuck' })).toMatchObject({ status: 'FAILED' });
+    expect(await repository.get({ key: 'live' })).toMatchObject({ status: 'PENDING' });
+    expect((await repository.claim({ key: 'stuck', fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(true);
+
+    const text = await telemetry.scrape();
+    expect(metricValue(text, 'dedup_stuck_pending_total', { table: tableName })).toBe(1);
+    expect(metricValue(text, 'dynamo_ttl_stale_items_total', { table: tableName })).toBe(2);
+
+    const again = await reconciler.sweep({ maxPagesPerSecond: 1000 });
+    expect(again.stuckPending).toBe(0);
+    expect(metricValue(await telemetry.scrape(), 'dedup_stuck_pending_total', { table: tableName })).toBe(0);
+  });
+
+  it('reads every page', async () => {
+    for (let i = 0; i < 25; i++) await repository.claim({ key: `k${i}`, fingerprint: 'fp', leaseSeconds: 1 });
+    clock.advanceSeconds(2);
+    const reconciler = await reconcilerOn(repository, clock, tableName);
+    expect(await reconciler.sweep({ pageSize: 10, maxPagesPerSecond: 1000 })).toEqual({
+      scanned: 25,
+      stuckPending: 25,
+      released: 25,
+      ttlStale: 25,
+    });
+  });
+
+  it('never overrides a worker that claimed the key after the scan saw it stuck', async () => {
+    await repository.claim({ key: 'taken-over', fingerprint: 'fp', leaseSeconds: 30 });
+    clock.advanceSeconds(31);
+    let successor: IdempotencyRecord | undefined;
+    // A claim lands between the scan reading the page and the reconciler acting on it.
+    const racing = new (class extends IdempotencyRepository {
+      claim = (input: ClaimInput) => repository.claim(input);
+      complete = repository.complete.bind(repository);
+      get = repository.get.bind(repository);
+      fail = (input: FailInput) => repository.fail(input);
+      async *scan(input: ScanInput) {
+        for await (const page of repository.scan(input)) {
+          await repository.claim({ key: 'taken-over', fingerprint: 'fp', leaseSeconds: 60 });
+          successor = await repository.get({ key: 'taken-over' });
+          yield page;
+        }
+      }
+    })();
+    const result = await (await reconcilerOn(racing, clock, tableName)).sweep({ maxPagesPerSecond: 1000 });
+    expect(result).toMatchObject({ stuckPending: 1, released: 0 });
+    expect(await repository.get({ key: 'taken-over' })).toEqual(successor);
+    expect(successor?.status).toBe('PENDING');
+  });
+});
+
+describe('scheduled sweeps', () => {
+  it('run every reconcileIntervalSeconds once the application has started, and stop with it', async () => {
+    const repository = new InMemoryIdempotencyRepository();
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository, reconcileIntervalSeconds: 1 })],
+    }).compile();
+    const sweep = jest.spyOn(moduleRef.get(IdempotencyReconciler), 'sweep');
+    await moduleRef.init();
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    expect(sweep).toHaveBeenCalledTimes(1);
+    await moduleRef.close();
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(sweep).toHaveBeenCalledTimes(1);
+  });
+
+  it('are off by default', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+    }).compile();
+    const sweep = jest.spyOn(moduleRef.get(IdempotencyReconciler), 'sweep');
+    await moduleRef.init();
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(sweep).not.toHaveBeenCalled();
+    await moduleRef.close();
+  });
+});

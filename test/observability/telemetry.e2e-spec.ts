@@ -1,0 +1,103 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  CompleteInput,
+  IdempotencyRepository,
+  InMemoryIdempotencyRepository,
+  TransitionResult,
+} from 'nestjs-dynamodb-idempotency';
+import { post, startApp, TestApp } from '../support/app';
+import { metricValue, registerTestTelemetry } from '../support/telemetry';
+import { paymentsModule, Runs } from '../http/payments.fixture';
+import { PaymentsScenario, startPaymentsScenario } from '../http/payments.scenario';
+
+const telemetry = registerTestTelemetry();
+
+/** Simulates the SDK retrying a completion whose first attempt landed: the retry finds the record completed. */
+class RetriedCompletion extends InMemoryIdempotencyRepository {
+  async complete(input: CompleteInput): Promise<TransitionResult> {
+    await super.complete(input);
+    return super.complete(input);
+  }
+}
+
+describe('spans and counters', () => {
+  let scenario: PaymentsScenario;
+  let test: TestApp;
+
+  beforeAll(async () => {
+    scenario = await startPaymentsScenario('express');
+    test = scenario.test;
+  });
+  afterAll(() => scenario.stop());
+
+  it('wraps every claim in a dedup.claim span with the result and a hashed key', async () => {
+    telemetry.spans.reset();
+    const key = 'raw-key-never-in-telemetry';
+    await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': key });
+    await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': key });
+    const claims = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'dedup.claim');
+    expect(claims.map((span) => span.attributes['dynamo.condition_result'])).toEqual(['won', 'lost']);
+    for (const span of claims) {
+      expect(span.attributes['idempotency.key']).toMatch(/^POST \/payments#[0-9a-f]{64}$/);
+      expect(JSON.stringify(span.attributes)).not.toContain(key);
+    }
+    const completes = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'dedup.complete');
+    expect(completes.map((span) => span.attributes['dynamo.condition_result'])).toEqual(['won']);
+  });
+
+  it('counts conditional write rejections by table and operation, and store latency', async () => {
+    const before = await telemetry.scrape();
+    const labels = { table: scenario.tableName, operation: 'claim' };
+    const key = 'counted';
+    await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
+    const after = await telemetry.scrape();
+    expect(metricValue(after, 'dynamo_conditional_write_rejected_total', labels)).toBe(
+      metricValue(before, 'dynamo_conditional_write_rejected_total', labels) + 2,
+    );
+    expect(metricValue(after, 'idempotency_requests_total', { outcome: 'replayed' })).toBe(
+      metricValue(before, 'idempotency_requests_total', { outcome: 'replayed' }) + 2,
+    );
+    expect(
+      metricValue(after, 'idempotency_store_call_duration_seconds_count', { operation: 'claim', result: 'ConditionalCheckFailedException' }),
+    ).toBeGreaterThanOrEqual(2);
+    expect(metricValue(after, 'idempotency_store_call_duration_seconds_count', { operation: 'complete', result: 'ok' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('counts a handler that ran for a key another claim had completed (the orphaned worker)', async () => {
+    const before = metricValue(await telemetry.scrape(), 'dedup_duplicate_reexecution_total');
+    const runs = test.get(Runs);
+    const orphan = post(`${test.url}/payments/parked/re`, {}, { 'Idempotency-Key': 'reexecuted' });
+    while (!runs.gates.get('re:1')) await new Promise((resolve) => setTimeout(resolve, 5));
+    test.clock.advanceSeconds(6);
+    const successor = post(`${test.url}/payments/parked/re`, {}, { 'Idempotency-Key': 'reexecuted' });
+    while (!runs.gates.get('re:2')) await new Promise((resolve) => setTimeout(resolve, 5));
+    runs.gates.get('re:2')!();
+    await successor;
+    runs.gates.get('re:1')!();
+    await orphan;
+    const after = await telemetry.scrape();
+    expect(metricValue(after, 'dedup_duplicate_reexecution_total')).toBe(before + 1);
+    expect(metricValue(after, 'idempotency_requests_total', { outcome: 'lease_lost' })).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('the benign completion race', () => {
+  it('is counted and marked already_completed on the dedup.complete span, and the caller gets its response', async () => {
+    const unused = new DynamoDBClient({ region: 'us-east-1' });
+    const repository: IdempotencyRepository = new RetriedCompletion();
+    const test = await startApp('express', paymentsModule(unused, 'unused', { repository }));
+    try {
+      telemetry.spans.reset();
+      const before = metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total');
+      const response = await post(`${test.url}/payments`, { amount: 3 }, { 'Idempotency-Key': 'raced' });
+      expect(response.status).toBe(201);
+      expect(metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total')).toBe(before + 1);
+      const complete = telemetry.spans.getFinishedSpans().find((span) => span.name === 'dedup.complete');
+      expect(complete?.attributes['dynamo.condition_result']).toBe('already_completed');
+    } finally {
+      await test.close();
+    }
+  });
+});
