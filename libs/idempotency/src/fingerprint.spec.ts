@@ -1,4 +1,5 @@
-import { canonicalJson, fingerprintRequest, RequestNotFingerprintableError } from './fingerprint';
+import { canonicalJson, fingerprintRequest } from './fingerprint';
+import { IdempotencyRequestInvalidError } from './idempotency.errors';
 
 describe('canonicalJson', () => {
   it('sorts object keys at every level and keeps array order', () => {
@@ -15,7 +16,7 @@ describe('canonicalJson', () => {
   it('refuses bodies nested deeper than 64 levels instead of exhausting the stack', () => {
     let deep: unknown = 1;
     for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(() => canonicalJson(deep)).toThrow(RequestNotFingerprintableError);
+    expect(() => canonicalJson(deep)).toThrow(IdempotencyRequestInvalidError);
   });
 });
 

@@ -1,11 +1,8 @@
 import { createHash } from 'node:crypto';
+import { IdempotencyRequestInvalidError } from './idempotency.errors';
 
 /** Deeper bodies are refused (400) rather than risking the stack on hostile input. */
 const MAX_DEPTH = 64;
-
-export class RequestNotFingerprintableError extends Error {
-  override readonly name = 'RequestNotFingerprintableError';
-}
 
 export interface FingerprintInput {
   method: string;
@@ -21,6 +18,11 @@ export function fingerprintRequest({ method, route, params, query, body }: Finge
   return sha256(canonical);
 }
 
+/** SHA-256 (hex) of any JSON value in canonical form: the fingerprint of a programmatic call. */
+export function fingerprintValue(value: unknown): string {
+  return sha256(canonicalJson(value ?? null));
+}
+
 export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -30,7 +32,7 @@ export function sha256(text: string): string {
  * Values become what `JSON.stringify` would send (toJSON, undefined dropped); Buffers hash by content.
  */
 export function canonicalJson(value: unknown, depth = 0): string {
-  if (depth > MAX_DEPTH) throw new RequestNotFingerprintableError(`request nested deeper than ${MAX_DEPTH} levels`);
+  if (depth > MAX_DEPTH) throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
   if (Buffer.isBuffer(value)) return JSON.stringify({ $buffer: value.toString('base64') });
   const json = toJsonValue(value);
   if (json === null || typeof json !== 'object') return JSON.stringify(json) ?? 'null';

@@ -1,8 +1,68 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
+import { STORE_RETRY_AFTER_SECONDS } from './idempotency.constants';
+import type { RequestOutcome } from './idempotency.telemetry';
+
+/**
+ * Every outcome that stops a call from running or from getting a replay, as a typed error. The HTTP layer maps
+ * each to a problem response; programmatic and message-handler callers catch them by class.
+ */
+export abstract class IdempotencyError extends Error {
+  /** The `outcome` label this error is counted under in `idempotency_requests_total`. */
+  abstract readonly outcome: RequestOutcome;
+}
+
+/** No key on a call that requires one. */
+export class IdempotencyKeyMissingError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyMissingError';
+  readonly outcome = 'missing_key';
+}
+
+/** A key that is empty, too long, has control characters or is a list. */
+export class IdempotencyKeyInvalidError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyInvalidError';
+  readonly outcome = 'invalid_key';
+  constructor(readonly reason: string) {
+    super(`Invalid idempotency key: ${reason}.`);
+  }
+}
+
+/** A request that cannot be fingerprinted safely (nested deeper than the limit). */
+export class IdempotencyRequestInvalidError extends IdempotencyError {
+  override readonly name = 'IdempotencyRequestInvalidError';
+  readonly outcome = 'invalid_request';
+}
+
+/** The key was already used for a different request (fingerprint mismatch). */
+export class IdempotencyMismatchError extends IdempotencyError {
+  override readonly name = 'IdempotencyMismatchError';
+  readonly outcome = 'mismatch';
+  constructor() {
+    super('This idempotency key was already used with a different request.');
+  }
+}
+
+/** Another call with the key is still running. */
+export class IdempotencyInFlightError extends IdempotencyError {
+  override readonly name = 'IdempotencyInFlightError';
+  readonly outcome = 'in_flight';
+  constructor(readonly retryAfterSeconds: number) {
+    super(`A call with this idempotency key is still running; retry in ${retryAfterSeconds} s.`);
+  }
+}
+
+/** The key was used and completed, but its result was too large to store, so it cannot be replayed. */
+export class IdempotencyResultNotStoredError extends IdempotencyError {
+  override readonly name = 'IdempotencyResultNotStoredError';
+  readonly outcome = 'response_not_stored';
+  constructor(readonly statusCode: number) {
+    super('The call with this idempotency key completed, but its result was too large to store for replay.');
+  }
+}
 
 /** DynamoDB answered with throttling even after the SDK's own retries. Never a duplicate. */
-export class IdempotencyStoreThrottledError extends Error {
+export class IdempotencyStoreThrottledError extends IdempotencyError {
   override readonly name = 'IdempotencyStoreThrottledError';
+  readonly outcome = 'store_throttled';
   constructor(
     readonly operation: string,
     /** The DynamoDB error name, e.g. `ProvisionedThroughputExceededException`. */
@@ -14,8 +74,9 @@ export class IdempotencyStoreThrottledError extends Error {
 }
 
 /** The store could not answer: timeout, socket error, 5xx, missing table, denied access. Fail closed. */
-export class IdempotencyStoreUnavailableError extends Error {
+export class IdempotencyStoreUnavailableError extends IdempotencyError {
   override readonly name = 'IdempotencyStoreUnavailableError';
+  readonly outcome = 'store_unavailable';
   constructor(
     readonly operation: string,
     readonly dynamoErrorCode: string,
@@ -49,8 +110,8 @@ export interface ProblemDetails {
 }
 
 /**
- * Every outcome the module answers itself (400, 409, 422, 503). `IdempotencyExceptionFilter` sends it as
- * `application/problem+json` with its headers (`Retry-After`); `getResponse()` is the problem body.
+ * An `IdempotencyError` as HTTP: `IdempotencyExceptionFilter` sends it as `application/problem+json` with its
+ * headers (`Retry-After`); `getResponse()` is the problem body and the typed error is the `cause`.
  */
 export class IdempotencyProblemException extends HttpException {
   constructor(
@@ -61,89 +122,55 @@ export class IdempotencyProblemException extends HttpException {
     super(problem, problem.status, options);
   }
 
-  static keyMissing(header: string): IdempotencyProblemException {
-    return new IdempotencyProblemException({
-      type: ProblemType.keyMissing,
-      title: 'Idempotency key missing',
-      status: HttpStatus.BAD_REQUEST,
-      detail: `This operation is idempotent and requires an ${header} header.`,
-    });
-  }
-
-  static keyInvalid(detail: string): IdempotencyProblemException {
-    return new IdempotencyProblemException({
-      type: ProblemType.keyInvalid,
-      title: 'Idempotency key invalid',
-      status: HttpStatus.BAD_REQUEST,
-      detail,
-    });
-  }
-
-  static requestInvalid(detail: string): IdempotencyProblemException {
-    return new IdempotencyProblemException({
-      type: ProblemType.requestInvalid,
-      title: 'Request cannot be fingerprinted',
-      status: HttpStatus.BAD_REQUEST,
-      detail,
-    });
-  }
-
-  static fingerprintMismatch(): IdempotencyProblemException {
-    return new IdempotencyProblemException({
-      type: ProblemType.fingerprintMismatch,
-      title: 'Idempotency key reused with a different request',
-      status: HttpStatus.UNPROCESSABLE_ENTITY,
-      detail: 'This idempotency key was already used with a different request. Use a new key for a new request.',
-    });
-  }
-
-  static inFlight(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      {
-        type: ProblemType.inFlight,
-        title: 'Request in progress',
-        status: HttpStatus.CONFLICT,
-        detail: 'A request with this idempotency key is still being processed. Retry after the indicated delay.',
-      },
-      { 'Retry-After': String(retryAfterSeconds) },
-    );
-  }
-
-  static responseNotStored(statusCode: number): IdempotencyProblemException {
-    return new IdempotencyProblemException({
-      type: ProblemType.responseNotStored,
-      title: 'Request already processed',
-      status: HttpStatus.CONFLICT,
-      detail:
+  static from(error: IdempotencyError, keyHeader: string): IdempotencyProblemException {
+    const problem = (type: ProblemTypeUri, title: string, status: number, detail: string, extra = {}) =>
+      ({ type, title, status, detail, ...extra }) satisfies ProblemDetails;
+    const retryAfter = (seconds: number) => ({ 'Retry-After': String(seconds) });
+    const cause = { cause: error };
+    if (error instanceof IdempotencyKeyMissingError) {
+      const detail = `This operation is idempotent and requires an ${keyHeader} header.`;
+      return new IdempotencyProblemException(problem(ProblemType.keyMissing, 'Idempotency key missing', 400, detail), {}, cause);
+    }
+    if (error instanceof IdempotencyKeyInvalidError) {
+      return new IdempotencyProblemException(problem(ProblemType.keyInvalid, 'Idempotency key invalid', 400, error.message), {}, cause);
+    }
+    if (error instanceof IdempotencyRequestInvalidError) {
+      const title = 'Request cannot be fingerprinted';
+      return new IdempotencyProblemException(problem(ProblemType.requestInvalid, title, 400, error.message), {}, cause);
+    }
+    if (error instanceof IdempotencyMismatchError) {
+      const detail = `${error.message} Use a new key for a new request.`;
+      const title = 'Idempotency key reused with a different request';
+      return new IdempotencyProblemException(problem(ProblemType.fingerprintMismatch, title, 422, detail), {}, cause);
+    }
+    if (error instanceof IdempotencyInFlightError) {
+      const detail = 'A request with this idempotency key is still being processed. Retry after the indicated delay.';
+      return new IdempotencyProblemException(
+        problem(ProblemType.inFlight, 'Request in progress', HttpStatus.CONFLICT, detail),
+        retryAfter(error.retryAfterSeconds),
+        cause,
+      );
+    }
+    if (error instanceof IdempotencyResultNotStoredError) {
+      const detail =
         'A request with this idempotency key was processed, but its response was too large to store for replay. ' +
-        'It will not be processed again.',
-      originalStatus: statusCode,
-    });
-  }
-
-  static storeThrottled(retryAfterSeconds: number, cause: unknown): IdempotencyProblemException {
+        'It will not be processed again.';
+      return new IdempotencyProblemException(
+        problem(ProblemType.responseNotStored, 'Request already processed', HttpStatus.CONFLICT, detail, {
+          originalStatus: error.statusCode,
+        }),
+        {},
+        cause,
+      );
+    }
+    const throttled = error instanceof IdempotencyStoreThrottledError;
+    const detail = `The request was not processed because the idempotency store is ${throttled ? 'throttling' : 'unavailable'}. Retry with the same key.`;
     return new IdempotencyProblemException(
-      {
-        type: ProblemType.storeThrottled,
-        title: 'Idempotency store throttled',
-        status: HttpStatus.SERVICE_UNAVAILABLE,
-        detail: 'The request was not processed because the idempotency store is throttling. Retry with the same key.',
-      },
-      { 'Retry-After': String(retryAfterSeconds) },
-      { cause },
-    );
-  }
-
-  static storeUnavailable(retryAfterSeconds: number, cause: unknown): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      {
-        type: ProblemType.storeUnavailable,
-        title: 'Idempotency store unavailable',
-        status: HttpStatus.SERVICE_UNAVAILABLE,
-        detail: 'The request was not processed because the idempotency store is unavailable. Retry with the same key.',
-      },
-      { 'Retry-After': String(retryAfterSeconds) },
-      { cause },
+      throttled
+        ? problem(ProblemType.storeThrottled, 'Idempotency store throttled', 503, detail)
+        : problem(ProblemType.storeUnavailable, 'Idempotency store unavailable', 503, detail),
+      retryAfter(STORE_RETRY_AFTER_SECONDS),
+      cause,
     );
   }
 }

@@ -5,6 +5,7 @@ import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
 import { IdempotencyHealthIndicator } from './idempotency.health';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyReconciler } from './idempotency.reconciler';
+import { IdempotencyService } from './idempotency.service';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import { IdempotencyModuleOptions, resolveOptions } from './idempotency.options';
@@ -38,6 +39,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
           telemetry,
         }),
     },
+    IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,
     IdempotencyReconciler,
@@ -48,6 +50,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
     IdempotencyClock,
     IdempotencyTelemetry,
     IdempotencyRepository,
+    IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,
     IdempotencyReconciler,

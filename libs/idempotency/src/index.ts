@@ -4,6 +4,8 @@ export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options';
 export { Idempotent } from './idempotent.decorator';
 export { IdempotentRoute } from './idempotent-route.metadata';
+export { IdempotencyService } from './idempotency.service';
+export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './idempotency.service';
 export { IdempotencyInterceptor } from './idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
@@ -14,7 +16,14 @@ export type { SweepOptions, SweepResult } from './idempotency.reconciler';
 export { IdempotencyHealthIndicator } from './idempotency.health';
 export type { IdempotencyHealthResult } from './idempotency.health';
 export {
+  IdempotencyError,
+  IdempotencyInFlightError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMissingError,
+  IdempotencyMismatchError,
   IdempotencyProblemException,
+  IdempotencyRequestInvalidError,
+  IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
   ProblemType,

@@ -17,3 +17,9 @@ export function routeTemplate(context: ExecutionContext): string {
     .join('/');
   return `/${path}`;
 }
+
+/** A message handler's pattern(s), as stable text: the route of a message. */
+export function rpcPattern(context: ExecutionContext): string {
+  const patterns: unknown = Reflect.getMetadata('microservices:pattern', context.getHandler());
+  return JSON.stringify(patterns ?? `${context.getClass().name}.${context.getHandler().name}`);
+}

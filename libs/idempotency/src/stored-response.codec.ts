@@ -1,6 +1,30 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { StreamableFile } from '@nestjs/common';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from './idempotency.constants';
 import { StoredResponse } from './idempotency.record';
+
+type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64'>;
+
+/**
+ * The body of a result as it will be stored: the JSON the client receives (Dates as strings, `toJSON` applied),
+ * Buffers as base64, `undefined` as no body. Undefined when it cannot be replayed faithfully: streams, and
+ * values JSON cannot represent (BigInt, cycles).
+ */
+export function storableBody(value: unknown): StoredBody | undefined {
+  if (value instanceof StreamableFile || typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return undefined;
+  if (Buffer.isBuffer(value)) return { bodyBase64: value.toString('base64') };
+  if (value === undefined) return {};
+  try {
+    return { body: JSON.parse(JSON.stringify(value) ?? 'null') };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The value to hand back on a replay. */
+export function replayedBody(stored: StoredResponse): unknown {
+  return stored.bodyBase64 === undefined ? stored.body : Buffer.from(stored.bodyBase64, 'base64');
+}
 
 /** The `response` attribute: JSON text (S), gzipped JSON (B) once it is large. */
 export function encodeStoredResponse(response: StoredResponse): string | Uint8Array {

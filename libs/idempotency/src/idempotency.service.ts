@@ -1,0 +1,241 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { fingerprintValue, sha256 } from './fingerprint';
+import { IdempotencyClock } from './idempotency.clock';
+import {
+  IdempotencyError,
+  IdempotencyInFlightError,
+  IdempotencyKeyMissingError,
+  IdempotencyMismatchError,
+  IdempotencyResultNotStoredError,
+} from './idempotency.errors';
+import { validateKey } from './idempotency-key';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
+import { IdempotencyModuleOptions, positiveSeconds, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
+import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
+import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
+import { replayedBody, storableBody } from './stored-response.codec';
+
+/** Options of `IdempotencyService.execute()`. */
+export interface ExecuteOptions {
+  /** The caller's key, e.g. a message id. Validated like an HTTP key (1–255 characters, no control characters). */
+  key: string;
+  /** What makes two calls "the same": any JSON value (e.g. the message payload). A different one is a mismatch. */
+  fingerprint?: unknown;
+  /** Namespace for the key (a tenant, a consumer name). */
+  scope?: string;
+  ttlSeconds?: number;
+  pendingTtlSeconds?: number;
+  /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
+  waitMs?: number;
+}
+
+/** Per-call settings; undefined fields fall back to the module's options. */
+export interface CallSettings {
+  ttlSeconds?: number;
+  pendingTtlSeconds?: number;
+  waitMs?: number;
+}
+
+/** One protected call, as the protocol needs it. */
+export interface ProtectedCall {
+  /** The partition key: never the raw client key. */
+  recordKey: string;
+  fingerprint: string;
+  leaseSeconds: number;
+  ttlSeconds: number;
+  waitMs: number;
+}
+
+/** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */
+export interface ProtectedWork<T> {
+  /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
+  describe(): ProtectedCall | undefined;
+  /** Runs the work once: its result, and what to store for replays (undefined: cannot be stored). */
+  execute(): Promise<{ result: T; stored: StoredResponse | undefined }>;
+  /** Turns a stored response back into a result for a duplicate. */
+  replay(stored: StoredResponse): T;
+}
+
+const FIRST_POLL_MS = 25;
+const MAX_POLL_MS = 500;
+
+/**
+ * The idempotency protocol, for any async function: claim the key → run → complete (or fail), or for a duplicate
+ * replay the stored result, refuse a different request, or report the call in flight. `@Idempotent()` routes and
+ * message handlers use the same protocol through `run()`.
+ *
+ * @example
+ * ```ts
+ * const receipt = await idempotency.execute({ key: message.id, fingerprint: message.body }, () => charge(message));
+ * ```
+ */
+@Injectable()
+export class IdempotencyService {
+  private readonly logger = new Logger('Idempotency');
+  private readonly options: ResolvedIdempotencyOptions;
+
+  constructor(
+    private readonly repository: IdempotencyRepository,
+    private readonly clock: IdempotencyClock,
+    private readonly telemetry: IdempotencyTelemetry,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
+  ) {
+    this.options = resolveOptions(options);
+  }
+
+  /**
+   * Runs `fn` once per key. Duplicates get the first call's result (the JSON it would be sent as; `undefined`,
+   * falsy and empty values exactly). Throws `IdempotencyInFlightError`, `IdempotencyMismatchError`,
+   * `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError` instead of running `fn` again.
+   */
+  async execute<T>(options: ExecuteOptions, fn: () => T | Promise<T>): Promise<T> {
+    return this.run<T>({
+      describe: () => {
+        const key = validateKey(options.key);
+        if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
+        const recordKey = `execute#${sha256(JSON.stringify([options.scope ?? null, key]))}`;
+        return this.call(recordKey, fingerprintValue(options.fingerprint), options);
+      },
+      execute: async () => {
+        const result = await fn();
+        const body = storableBody(result);
+        return { result, stored: body && { statusCode: 200, headers: {}, ...body } };
+      },
+      replay: (stored) => replayedBody(stored) as T,
+    });
+  }
+
+  /** Fills a call's settings from the module's options, validating overrides. */
+  call(recordKey: string, fingerprint: string, settings: CallSettings): ProtectedCall {
+    const seconds = (name: 'ttlSeconds' | 'pendingTtlSeconds') =>
+      settings[name] === undefined ? this.options[name] : positiveSeconds(name, settings[name]);
+    return {
+      recordKey,
+      fingerprint,
+      leaseSeconds: seconds('pendingTtlSeconds'),
+      ttlSeconds: seconds('ttlSeconds'),
+      waitMs: settings.waitMs ?? 0,
+    };
+  }
+
+  /** The protocol. Every outcome is counted in `idempotency_requests_total`. */
+  async run<T>(work: ProtectedWork<T>): Promise<T> {
+    try {
+      const call = work.describe();
+      if (!call) return (await work.execute()).result;
+      const acquired = await this.acquire(call);
+      if ('replay' in acquired) {
+        this.telemetry.request('replayed');
+        return work.replay(acquired.replay);
+      }
+      return await this.runAsOwner(call, acquired.claimToken, work);
+    } catch (error) {
+      if (error instanceof IdempotencyError) this.telemetry.request(error.outcome);
+      throw error;
+    }
+  }
+
+  /**
+   * Claims the key. A lost claim is a duplicate: a different request → mismatch (checked first), a completed one
+   * → replay, one still running → in flight or, with `waitMs`, poll until it completes. If the owner failed or its
+   * lease ran out meanwhile, claim again.
+   */
+  private async acquire(call: ProtectedCall): Promise<{ claimToken: string } | { replay: StoredResponse }> {
+    const waitUntil = performance.now() + call.waitMs;
+    let pollMs = FIRST_POLL_MS;
+    for (let attempt = 1; ; attempt++) {
+      const claim = await this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
+        const result = await this.repository.claim({
+          key: call.recordKey,
+          fingerprint: call.fingerprint,
+          leaseSeconds: call.leaseSeconds,
+        });
+        span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
+        return result;
+      });
+      if (claim.claimed) return { claimToken: claim.claimToken };
+
+      let existing: IdempotencyRecord | undefined = claim.existing;
+      while (existing && !isClaimable(existing, this.clock.nowSeconds())) {
+        if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
+        if (existing.status === 'COMPLETED') return { replay: completedResponse(existing) };
+        if (performance.now() >= waitUntil) {
+          throw new IdempotencyInFlightError(Math.max(1, existing.expiresAt - this.clock.nowSeconds()));
+        }
+        await sleep(Math.min(pollMs, Math.max(1, waitUntil - performance.now())));
+        pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
+        existing = await this.repository.get({ key: call.recordKey });
+      }
+      // The owner failed, its lease ran out or its record vanished: claimable again, within the wait budget.
+      if (attempt > 1 && performance.now() >= waitUntil) throw new IdempotencyInFlightError(1);
+    }
+  }
+
+  /** Runs the work as the key's owner, then records the outcome before the result is handed back. */
+  private async runAsOwner<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>): Promise<T> {
+    let execution: Awaited<ReturnType<ProtectedWork<T>['execute']>>;
+    try {
+      execution = await work.execute();
+    } catch (error) {
+      this.telemetry.request('executed');
+      await this.release(call, claimToken);
+      throw error;
+    }
+    if (!execution.stored) {
+      this.telemetry.request('executed');
+      this.logger.warn({ msg: 'result cannot be stored for replay (a stream, or not JSON); claim released', key: call.recordKey });
+      await this.release(call, claimToken);
+      return execution.result;
+    }
+    const completion = await this.complete(call, claimToken, execution.stored);
+    this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+    return execution.result;
+  }
+
+  /**
+   * PENDING → COMPLETED. A refusal is never the caller's problem (it still gets its own result), but it is
+   * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the work
+   * ran for a key that was already done (the lease was shorter than the work).
+   */
+  private async complete(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<TransitionResult | undefined> {
+    try {
+      return await this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
+        const result = await this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds });
+        span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
+        if (result.ok) return result;
+        if (result.reason === 'already_completed') this.telemetry.completionRaced();
+        if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+        this.logger.warn({
+          msg: 'completion refused',
+          key: call.recordKey,
+          reason: result.reason,
+          current_status: result.current?.status,
+          pending_since: result.current?.pendingSince,
+        });
+        return result;
+      });
+    } catch (error) {
+      // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
+      this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+      return undefined;
+    }
+  }
+
+  /** Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. */
+  private async release(call: ProtectedCall, claimToken: string): Promise<void> {
+    try {
+      const result = await this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds });
+      if (!result.ok) this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
+    } catch (error) {
+      this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
+    }
+  }
+}
+
+function completedResponse(record: IdempotencyRecord): StoredResponse {
+  const response = record.response;
+  if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
+  return response;
+}
