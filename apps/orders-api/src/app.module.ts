@@ -7,6 +7,7 @@ import { HealthController } from './health/health.controller';
 import { MetricsController } from './metrics/metrics.controller';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersRepository } from './orders/orders.repository';
+import { PaymentsConsumer } from './payments/payments.consumer';
 
 /** The configuration and the one DynamoDB client, shared by the app and the idempotency module. */
 @Global()
@@ -43,7 +44,7 @@ export class AppModule {
           }),
         }),
       ],
-      controllers: [OrdersController, HealthController, MetricsController],
+      controllers: [OrdersController, HealthController, MetricsController, PaymentsConsumer],
       providers: [OrdersRepository],
     };
   }

@@ -1,6 +1,8 @@
 /** The demo's settings, all from the environment (see the README). */
 export interface OrdersApiConfig {
   port: number;
+  /** The TCP microservice transport of the payments consumer. */
+  microservicePort: number;
   /** Unset: an embedded dynalite is started in-process. */
   dynamoEndpoint?: string;
   region: string;
@@ -17,8 +19,10 @@ export interface OrdersApiConfig {
 export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiConfig {
+  const port = integer(env, 'PORT', 0) ?? 3000;
   return {
-    port: integer(env, 'PORT', 0) ?? 3000,
+    port,
+    microservicePort: integer(env, 'MICROSERVICE_PORT', 0) ?? (port === 0 ? 0 : port + 1000),
     dynamoEndpoint: env.DYNAMODB_ENDPOINT || undefined,
     region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
     idempotencyTable: env.IDEMPOTENCY_TABLE || 'idempotency_keys',

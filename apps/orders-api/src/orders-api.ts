@@ -1,4 +1,6 @@
+import { AddressInfo, createServer } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
+import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { NestFactory } from '@nestjs/core';
 import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
@@ -9,6 +11,8 @@ import { registerPrometheusMetrics } from './metrics/prometheus';
 export interface RunningOrdersApi {
   app: INestApplication;
   url: string;
+  /** Where the TCP microservice (the payments consumer) listens. */
+  microservice: { host: string; port: number };
   close(): Promise<void>;
 }
 
@@ -33,15 +37,28 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
 
   const app = await NestFactory.create(AppModule.forRoot(config, client), options);
   app.enableShutdownHooks();
+  const microservice = { host: '127.0.0.1', port: config.microservicePort || (await freePort()) };
+  app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options: microservice });
+  await app.startAllMicroservices();
   await app.listen(config.port);
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
   return {
     app,
     url,
+    microservice,
     close: async () => {
       await app.close();
       client.destroy();
       await dynamo.close();
     },
   };
+}
+
+/** A loopback port nothing listens on right now (for PORT=0 runs, e.g. tests). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -122,13 +122,14 @@ export class IdempotencyProblemException extends HttpException {
     super(problem, problem.status, options);
   }
 
-  static from(error: IdempotencyError, keyHeader: string): IdempotencyProblemException {
+  /** `keyHeader` names the header in the missing-key detail; without it (message handlers) the error's own text is used. */
+  static from(error: IdempotencyError, keyHeader?: string): IdempotencyProblemException {
     const problem = (type: ProblemTypeUri, title: string, status: number, detail: string, extra = {}) =>
       ({ type, title, status, detail, ...extra }) satisfies ProblemDetails;
     const retryAfter = (seconds: number) => ({ 'Retry-After': String(seconds) });
     const cause = { cause: error };
     if (error instanceof IdempotencyKeyMissingError) {
-      const detail = `This operation is idempotent and requires an ${keyHeader} header.`;
+      const detail = keyHeader ? `This operation is idempotent and requires an ${keyHeader} header.` : error.message;
       return new IdempotencyProblemException(problem(ProblemType.keyMissing, 'Idempotency key missing', 400, detail), {}, cause);
     }
     if (error instanceof IdempotencyKeyInvalidError) {

@@ -65,8 +65,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  /** Message handlers (`@EventPattern`, `@MessagePattern`): the key comes from the message; errors stay typed. */
-  private handleMessage(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
+  /**
+   * Message handlers (`@EventPattern`, `@MessagePattern`): the key comes from the message. Protocol errors reach
+   * the client as an `RpcException` carrying the same problem body as over HTTP.
+   */
+  private async handleMessage(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
+    try {
+      return await this.runMessage(context, next, route);
+    } catch (error) {
+      if (!(error instanceof IdempotencyError)) throw error;
+      // Only loaded here: an rpc context means the application has @nestjs/microservices.
+      const { RpcException } = require('@nestjs/microservices') as typeof import('@nestjs/microservices');
+      throw new RpcException(IdempotencyProblemException.from(error).problem);
+    }
+  }
+
+  private runMessage(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
     const data = context.switchToRpc().getData();
     return this.service.run({
       describe: () => {

@@ -6,6 +6,10 @@ export interface Order {
   quantity: number;
   /** ISO 8601. */
   createdAt: string;
+  /** Set by the `order.paid` consumer: how many payments were recorded (1, however often the event arrived). */
+  payments?: number;
+  paidTotal?: number;
+  paidAt?: string;
 }
 
 export interface CreateOrderInput {

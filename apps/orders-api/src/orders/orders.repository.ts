@@ -1,5 +1,5 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { Inject, Injectable } from '@nestjs/common';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { Order } from './order';
@@ -18,6 +18,19 @@ export class OrdersRepository {
   async put(order: Order): Promise<void> {
     await this.documents.send(
       new PutCommand({ TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' }),
+    );
+  }
+
+  /** Adds a payment to an existing order; fails for an unknown one. */
+  async recordPayment(id: string, amount: number): Promise<void> {
+    await this.documents.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { id },
+        UpdateExpression: 'SET paidAt = :now ADD payments :one, paidTotal :amount',
+        ConditionExpression: 'attribute_exists(id)',
+        ExpressionAttributeValues: { ':now': new Date().toISOString(), ':one': 1, ':amount': amount },
+      }),
     );
   }
 
