@@ -1,0 +1,169 @@
+// npm run test:package: pack the library, install the tarball into two fresh consumer apps (NestJS 11 as
+// CommonJS, NestJS 12 as ESM), build each with tsc, start it against dynalite and check a replay end to end.
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const require = createRequire(import.meta.url);
+const root = resolve('.');
+const work = mkdtempSync(join(tmpdir(), 'idempotency-package-'));
+const run = (command, args, cwd) => execFileSync(command, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'] }).toString();
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+const consumers = [
+  {
+    name: 'nest11-cjs',
+    nest: '^11.0.0',
+    packageJson: {},
+    tsconfig: { module: 'commonjs', moduleResolution: 'node' },
+  },
+  {
+    name: 'nest12-esm',
+    nest: '^12.0.0',
+    packageJson: { type: 'module' },
+    tsconfig: { module: 'nodenext', moduleResolution: 'nodenext' },
+  },
+];
+
+async function main() {
+  console.log(`test:package in ${work}`);
+  run(npm, ['run', '-s', 'build:lib'], root);
+  const tarball = join(work, run(npm, ['pack', '--silent', '--pack-destination', work], join(root, 'libs/idempotency')).trim());
+  checkTarball(tarball);
+
+  const dynalite = require('dynalite')({ createTableMs: 0 });
+  await new Promise((done) => dynalite.listen(0, '127.0.0.1', done));
+  const endpoint = `http://127.0.0.1:${dynalite.address().port}`;
+  let failures = 0;
+  try {
+    for (const consumer of consumers) {
+      try {
+        await checkConsumer(consumer, tarball, endpoint, await freePort());
+        console.log(`PASS ${consumer.name}`);
+      } catch (error) {
+        failures += 1;
+        console.error(`FAIL ${consumer.name}: ${error.stack ?? error}`);
+      }
+    }
+  } finally {
+    dynalite.close();
+  }
+  console.log(`${consumers.length - failures} passed, ${failures} failed`);
+  if (failures === 0) rmSync(work, { recursive: true, force: true });
+  process.exit(failures === 0 ? 0 : 1);
+}
+
+/** Only the built library goes out: no sources, tests or demo. */
+function checkTarball(tarball) {
+  const files = run('tar', ['-tzf', tarball], work).trim().split('\n').map((file) => file.replace(/^package\//, ''));
+  const required = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/cli.js'];
+  const missing = required.filter((file) => !files.includes(file));
+  const unwanted = files.filter((file) => /\.spec\.|(^|\/)(src|test|apps)\/|\.ts$/.test(file) && !file.endsWith('.d.ts'));
+  if (missing.length || unwanted.length) {
+    throw new Error(`tarball: missing ${JSON.stringify(missing)}, unwanted ${JSON.stringify(unwanted)}`);
+  }
+  console.log(`tarball ok: ${files.length} files`);
+}
+
+async function checkConsumer(consumer, tarball, endpoint, port) {
+  const dir = join(work, consumer.name);
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  copyFileSync(join(root, 'test/package/consumer-main.ts'), join(dir, 'src/main.ts'));
+  writeFileSync(
+    join(dir, 'package.json'),
+    JSON.stringify({ name: consumer.name, private: true, ...consumer.packageJson }, null, 2),
+  );
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        ...consumer.tsconfig,
+        target: 'ES2022',
+        outDir: 'dist',
+        rootDir: 'src',
+        strict: true,
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
+        skipLibCheck: true,
+        types: ['node'],
+      },
+      include: ['src'],
+    }),
+  );
+  const dependencies = [
+    tarball,
+    `@nestjs/common@${consumer.nest}`,
+    `@nestjs/core@${consumer.nest}`,
+    `@nestjs/platform-express@${consumer.nest}`,
+    '@aws-sdk/client-dynamodb@^3',
+    '@aws-sdk/lib-dynamodb@^3',
+    '@aws-sdk/util-dynamodb@^3',
+    '@opentelemetry/api@^1',
+    'reflect-metadata@^0.2',
+    'rxjs@^7',
+    'typescript@~5.9.3',
+    '@types/node@^20',
+  ];
+  console.log(`${consumer.name}: npm install`);
+  run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', ...dependencies], dir);
+  const installed = JSON.parse(run('node', ['-p', 'JSON.stringify(require("@nestjs/core/package.json").version)'], dir));
+  console.log(`${consumer.name}: NestJS ${installed}; tsc`);
+  run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+  const app = spawn(process.execPath, ['dist/main.js'], {
+    cwd: dir,
+    env: { ...process.env, PORT: String(port), DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: `keys_${consumer.name.replace(/-/g, '_')}` },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  app.stdout.on('data', (chunk) => (output += chunk));
+  app.stderr.on('data', (chunk) => (output += chunk));
+  try {
+    for (let i = 0; i < 200 && !output.includes('consumer ready'); i++) {
+      if (app.exitCode !== null) break;
+      await sleep(100);
+    }
+    if (!output.includes('consumer ready')) throw new Error(`did not start:\n${output}`);
+    const base = `http://127.0.0.1:${port}`;
+    const charge = () =>
+      fetch(`${base}/charges`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'order-1' },
+        body: JSON.stringify({ amount: 42 }),
+      });
+    const first = await charge();
+    const firstBody = await first.text();
+    const second = await charge();
+    const secondBody = await second.text();
+    const count = await (await fetch(`${base}/charges/count`)).json();
+    const missingKey = await fetch(`${base}/charges`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const checks = {
+      'first is 201': first.status === 201,
+      'replay is 201': second.status === 201,
+      'replay has the same body': secondBody === firstBody,
+      'replay is marked': second.headers.get('idempotent-replayed') === 'true',
+      'handler ran once': count.charges === 1,
+      'missing key is a 400 problem': missingKey.status === 400 && /problem\+json/.test(missingKey.headers.get('content-type')),
+    };
+    const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([name]) => name);
+    if (failed.length) throw new Error(`failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${output}`);
+  } finally {
+    app.kill();
+  }
+}
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address();
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
