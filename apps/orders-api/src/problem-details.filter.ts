@@ -21,6 +21,7 @@ export class ProblemDetailsFilter extends BaseExceptionFilter {
     const adapter = this.httpAdapterHost!.httpAdapter;
     const response = host.switchToHttp().getResponse();
     adapter.setHeader(response, 'Content-Type', 'application/problem+json');
+    if (status === 503) adapter.setHeader(response, 'Retry-After', '1');
     adapter.reply(response, JSON.stringify(problem), status);
   }
 }

@@ -8,6 +8,8 @@ import {
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
   IdempotencyResultNotStoredError,
+  IdempotencyStoreThrottledError,
+  IdempotencyStoreUnavailableError,
 } from './idempotency.errors';
 import { validateKey } from './idempotency-key';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
@@ -60,6 +62,11 @@ export interface ProtectedWork<T> {
 
 const FIRST_POLL_MS = 25;
 const MAX_POLL_MS = 500;
+/**
+ * After the work ran, its completion (or release) is the most valuable write: a store fault there is retried with
+ * backoff (100 ms doubling to 1 s) for this long, on top of the SDK's own retries, before it is given up.
+ */
+const SETTLE_RETRY_BUDGET_MS = 10_000;
 
 /**
  * The idempotency protocol, for any async function: claim the key → run → complete (or fail), or for a duplicate
@@ -202,7 +209,9 @@ export class IdempotencyService {
   private async complete(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<TransitionResult | undefined> {
     try {
       return await this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
-        const result = await this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds });
+        const result = await settle(() =>
+          this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds }),
+        );
         span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
         if (result.ok) return result;
         if (result.reason === 'already_completed') this.telemetry.completionRaced();
@@ -226,10 +235,26 @@ export class IdempotencyService {
   /** Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. */
   private async release(call: ProtectedCall, claimToken: string): Promise<void> {
     try {
-      const result = await this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds });
+      const result = await settle(() =>
+        this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds }),
+      );
       if (!result.ok) this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
     } catch (error) {
       this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
+    }
+  }
+}
+
+/** Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. */
+async function settle<T>(write: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + SETTLE_RETRY_BUDGET_MS;
+  for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1000)) {
+    try {
+      return await write();
+    } catch (error) {
+      const storeFault = error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
+      if (!storeFault || performance.now() + delayMs > deadline) throw error;
+      await sleep(delayMs);
     }
   }
 }

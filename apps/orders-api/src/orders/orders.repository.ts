@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { Order } from './order';
 
@@ -16,14 +16,12 @@ export class OrdersRepository {
   }
 
   async put(order: Order): Promise<void> {
-    await this.documents.send(
-      new PutCommand({ TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' }),
-    );
+    await this.send(new PutCommand({ TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' }));
   }
 
   /** Adds a payment to an existing order; fails for an unknown one. */
   async recordPayment(id: string, amount: number): Promise<void> {
-    await this.documents.send(
+    await this.send(
       new UpdateCommand({
         TableName: this.tableName,
         Key: { id },
@@ -35,20 +33,36 @@ export class OrdersRepository {
   }
 
   async get(id: string): Promise<Order | undefined> {
-    const { Item } = await this.documents.send(new GetCommand({ TableName: this.tableName, Key: { id }, ConsistentRead: true }));
-    return Item as Order | undefined;
+    const { Item } = await this.send(new GetCommand({ TableName: this.tableName, Key: { id }, ConsistentRead: true }));
+    return Item as unknown as Order | undefined;
   }
 
   async all(): Promise<Order[]> {
     const orders: Order[] = [];
     let ExclusiveStartKey: Record<string, unknown> | undefined;
     do {
-      const page = await this.documents.send(
-        new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }),
-      );
-      orders.push(...((page.Items ?? []) as Order[]));
+      const page = await this.send(new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }));
+      orders.push(...((page.Items ?? []) as unknown as Order[]));
       ExclusiveStartKey = page.LastEvaluatedKey;
     } while (ExclusiveStartKey);
     return orders.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  /**
+   * The orders table failing (throttled, unreachable) is a 503 for the client, not a 500: nothing was written, and
+   * the idempotency key is released, so the same request can be retried.
+   */
+  private async send(
+    command: PutCommand | UpdateCommand | GetCommand | ScanCommand,
+  ): Promise<{ Item?: Record<string, unknown>; Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> }> {
+    try {
+      // One call site for every command type; the output fields used are Item, Items and LastEvaluatedKey.
+      return await this.documents.send(command as ScanCommand & GetCommand);
+    } catch (error) {
+      if ((error as Error).name === 'ConditionalCheckFailedException') throw error;
+      throw new ServiceUnavailableException(`The orders table is unavailable (${(error as Error).name}); retry later.`, {
+        cause: error,
+      });
+    }
   }
 }
