@@ -10,18 +10,20 @@ export type FaultMode = 'pass' | 'throttle' | 'drop';
 export interface FaultProxy {
   endpoint: string;
   mode: FaultMode;
+  /** In 'throttle' mode, the share of calls throttled (the rest pass). Default 1: all. */
+  throttleFraction: number;
   /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
   operations: string[];
   stop(): Promise<void>;
 }
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
-  const proxy: FaultProxy = { endpoint: '', mode: 'pass', operations: [], stop: async () => undefined };
+  const proxy: FaultProxy = { endpoint: '', mode: 'pass', throttleFraction: 1, operations: [], stop: async () => undefined };
   const server: Server = createServer((req, res) => {
     const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
     proxy.operations.push(operation);
     if (proxy.mode === 'drop') return req.socket.destroy();
-    if (proxy.mode === 'throttle') {
+    if (proxy.mode === 'throttle' && Math.random() < proxy.throttleFraction) {
       res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
       return res.end(
         JSON.stringify({
