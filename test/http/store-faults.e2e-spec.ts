@@ -12,11 +12,13 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
   const newKey = () => `key-${platform}-${++keys}`;
 
   beforeAll(async () => {
+    // The replay cache would answer duplicates from memory; these tests are about what DynamoDB says.
     scenario = await startPaymentsScenario(platform, {
       appEndpoint: async (dynamo) => {
         proxy = await startFaultProxy(dynamo.endpoint);
         return proxy.endpoint;
       },
+      module: { replayCache: { enabled: false } },
     });
     test = scenario.test;
   });
@@ -65,8 +67,8 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
 });
 
 describe.each(PLATFORMS)('DynamoDB stopped, on %s', (platform) => {
-  it('fails closed with 503 and never runs the handler', async () => {
-    const { dynamo, test } = await startPaymentsScenario(platform);
+  it('fails closed with 503 for keys it has not seen completed, and never runs the handler', async () => {
+    const { dynamo, test } = await startPaymentsScenario(platform, { module: { replayCache: { enabled: false } } });
     try {
       const key = 'before-the-outage';
       expect((await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': key })).status).toBe(201);
@@ -77,6 +79,22 @@ describe.each(PLATFORMS)('DynamoDB stopped, on %s', (platform) => {
         expect(response.status).toBe(503);
         expect(JSON.parse(response.text).type).toBe(ProblemType.storeUnavailable);
       }
+      expect(test.get(Runs).of('create')).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+
+  it('keeps replaying completed keys from the replay cache while DynamoDB is down', async () => {
+    const { dynamo, test } = await startPaymentsScenario(platform);
+    try {
+      const first = await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': 'cached' });
+      await dynamo.stop();
+      const replay = await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': 'cached' });
+      expect(replay.status).toBe(201);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect((await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': 'new' })).status).toBe(503);
       expect(test.get(Runs).of('create')).toBe(1);
     } finally {
       await test.close();

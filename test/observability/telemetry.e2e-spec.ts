@@ -25,7 +25,8 @@ describe('spans and counters', () => {
   let test: TestApp;
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario('express');
+    // Without the replay cache, so that every duplicate reaches the store and shows in its spans and counters.
+    scenario = await startPaymentsScenario('express', { module: { replayCache: { enabled: false } } });
     test = scenario.test;
   });
   afterAll(() => scenario.stop());

@@ -5,6 +5,7 @@ export const DEFAULT_PENDING_TTL_SECONDS = 60;
 export const DEFAULT_FAILED_TTL_SECONDS = 300;
 export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
+export const DEFAULT_REPLAY_CACHE_ENTRIES = 1000;
 
 /** Set on every replayed response (Stripe's name, also used by the IETF draft's examples). */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';

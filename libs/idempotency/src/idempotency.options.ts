@@ -5,6 +5,7 @@ import {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,
   DEFAULT_PENDING_TTL_SECONDS,
+  DEFAULT_REPLAY_CACHE_ENTRIES,
   DEFAULT_REPLAY_HEADERS,
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
@@ -38,6 +39,11 @@ export interface IdempotencyModuleOptions {
   repository?: IdempotencyRepository;
   /** Run `IdempotencyReconciler.sweep()` every this many seconds in this process. Off by default. */
   reconcileIntervalSeconds?: number;
+  /**
+   * An in-process LRU of COMPLETED records, so hot replays cost no DynamoDB call. On by default, 1000 entries
+   * (responses over 64 KB are not kept).
+   */
+  replayCache?: { enabled?: boolean; maxEntries?: number };
 }
 
 /** Per-route options of `@Idempotent()`. */
@@ -64,7 +70,7 @@ export interface IdempotentOptions {
 export type ResolvedIdempotencyOptions = Required<
   Pick<IdempotencyModuleOptions, 'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'failedTtlSeconds' | 'keyHeader'>
 > &
-  Pick<IdempotencyModuleOptions, 'scope'> & { replayHeaders: string[] };
+  Pick<IdempotencyModuleOptions, 'scope'> & { replayHeaders: string[]; replayCacheEntries: number };
 
 export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
   return {
@@ -75,6 +81,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
     replayHeaders: (options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((name) => name.toLowerCase()),
+    replayCacheEntries: options.replayCache?.enabled === false ? 0 : (options.replayCache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES),
   };
 }
 

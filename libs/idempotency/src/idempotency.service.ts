@@ -16,7 +16,8 @@ import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import { IdempotencyModuleOptions, positiveSeconds, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
 import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
-import { IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
+import { ReplayCache } from './replay-cache';
+import { ClaimResult, IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
 import { replayedBody, storableBody } from './stored-response.codec';
 
 /** Options of `IdempotencyService.execute()`. */
@@ -69,6 +70,22 @@ const MAX_POLL_MS = 500;
 const SETTLE_RETRY_BUDGET_MS = 10_000;
 
 /**
+ * One claim in this process, shared by every concurrent request with the same key (single-flight): only the first
+ * calls DynamoDB; the others learn from its answer, and wait for a local owner without polling.
+ */
+interface Flight {
+  claim: Promise<ClaimResult>;
+  /** The claiming request's fingerprint and lease end (epoch seconds), for requests that join it. */
+  fingerprint: string;
+  leaseEndsAt: number;
+  /** Resolves once a local owner has completed or released the key. */
+  settled: Promise<void>;
+  settle(): void;
+}
+
+type Acquired = { claimToken: string; flight: Flight } | { replay: StoredResponse };
+
+/**
  * The idempotency protocol, for any async function: claim the key → run → complete (or fail), or for a duplicate
  * replay the stored result, refuse a different request, or report the call in flight. `@Idempotent()` routes and
  * message handlers use the same protocol through `run()`.
@@ -82,6 +99,8 @@ const SETTLE_RETRY_BUDGET_MS = 10_000;
 export class IdempotencyService {
   private readonly logger = new Logger('Idempotency');
   private readonly options: ResolvedIdempotencyOptions;
+  private readonly cache: ReplayCache;
+  private readonly flights = new Map<string, Flight>();
 
   constructor(
     private readonly repository: IdempotencyRepository,
@@ -90,6 +109,7 @@ export class IdempotencyService {
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
   ) {
     this.options = resolveOptions(options);
+    this.cache = new ReplayCache(this.options.replayCacheEntries);
   }
 
   /**
@@ -137,7 +157,11 @@ export class IdempotencyService {
         this.telemetry.request('replayed');
         return work.replay(acquired.replay);
       }
-      return await this.runAsOwner(call, acquired.claimToken, work);
+      try {
+        return await this.runAsOwner(call, acquired.claimToken, work);
+      } finally {
+        this.forget(call.recordKey, acquired.flight);
+      }
     } catch (error) {
       if (error instanceof IdempotencyError) this.telemetry.request(error.outcome);
       throw error;
@@ -145,39 +169,90 @@ export class IdempotencyService {
   }
 
   /**
-   * Claims the key. A lost claim is a duplicate: a different request → mismatch (checked first), a completed one
-   * → replay, one still running → in flight or, with `waitMs`, poll until it completes. If the owner failed or its
-   * lease ran out meanwhile, claim again.
+   * Owns the key or finds out why not. A COMPLETED record this process has seen answers from memory. Otherwise the
+   * key is claimed (once per process for concurrent requests). A lost claim is a duplicate: a different request →
+   * mismatch (checked first), a completed one → replay, one still running → in flight or, with `waitMs`, wait until
+   * it completes. If the owner failed or its lease ran out meanwhile, claim again.
    */
-  private async acquire(call: ProtectedCall): Promise<{ claimToken: string } | { replay: StoredResponse }> {
+  private async acquire(call: ProtectedCall): Promise<Acquired> {
     const waitUntil = performance.now() + call.waitMs;
     let pollMs = FIRST_POLL_MS;
     for (let attempt = 1; ; attempt++) {
-      const claim = await this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
-        const result = await this.repository.claim({
-          key: call.recordKey,
-          fingerprint: call.fingerprint,
-          leaseSeconds: call.leaseSeconds,
-        });
-        span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
-        return result;
-      });
-      if (claim.claimed) return { claimToken: claim.claimToken };
+      const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
+      if (cached) {
+        if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
+        return { replay: cached.response };
+      }
+      const { claim, flight, local } = await this.claimOnce(call);
+      if (claim.claimed && !local) return { claimToken: claim.claimToken, flight };
 
-      let existing: IdempotencyRecord | undefined = claim.existing;
+      let existing: IdempotencyRecord | undefined = claim.claimed ? localOwner(call, flight, claim.claimToken) : claim.existing;
       while (existing && !isClaimable(existing, this.clock.nowSeconds())) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
-        if (existing.status === 'COMPLETED') return { replay: completedResponse(existing) };
-        if (performance.now() >= waitUntil) {
-          throw new IdempotencyInFlightError(Math.max(1, existing.expiresAt - this.clock.nowSeconds()));
+        if (existing.status === 'COMPLETED') {
+          const response = completedResponse(existing);
+          this.cache.set(call.recordKey, { fingerprint: existing.fingerprint, expiresAt: existing.expiresAt, response });
+          return { replay: response };
         }
-        await sleep(Math.min(pollMs, Math.max(1, waitUntil - performance.now())));
+        const waitLeft = waitUntil - performance.now();
+        if (waitLeft <= 0) throw new IdempotencyInFlightError(Math.max(1, existing.expiresAt - this.clock.nowSeconds()));
+        if (local) {
+          // The owner is in this process: wait for it to settle, then look again (the cache has its result).
+          await settledWithin(flight.settled, waitLeft);
+          existing = undefined;
+          break;
+        }
+        await sleep(Math.min(pollMs, Math.max(1, waitLeft)));
         pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
         existing = await this.repository.get({ key: call.recordKey });
       }
+      if (local && performance.now() < waitUntil) continue;
       // The owner failed, its lease ran out or its record vanished: claimable again, within the wait budget.
       if (attempt > 1 && performance.now() >= waitUntil) throw new IdempotencyInFlightError(1);
     }
+  }
+
+  /**
+   * The claim, single-flight: the first request for a key in this process sends it; concurrent ones share its
+   * answer. `local` is true for those that joined a claim another request in this process won: its owner is here.
+   */
+  private async claimOnce(call: ProtectedCall): Promise<{ claim: ClaimResult; flight: Flight; local: boolean }> {
+    const joined = this.flights.get(call.recordKey);
+    // A local owner whose lease has passed is no reason to wait: claim in DynamoDB like any other process would.
+    if (joined && joined.leaseEndsAt >= this.clock.nowSeconds()) {
+      const claim = await joined.claim;
+      return { claim, flight: joined, local: claim.claimed };
+    }
+
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    const claim = this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
+      const result = await this.repository.claim({
+        key: call.recordKey,
+        fingerprint: call.fingerprint,
+        leaseSeconds: call.leaseSeconds,
+      });
+      span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
+      return result;
+    });
+    const leaseEndsAt = this.clock.nowSeconds() + call.leaseSeconds;
+    const flight: Flight = { claim, fingerprint: call.fingerprint, leaseEndsAt, settled, settle };
+    this.flights.set(call.recordKey, flight);
+    let claimed = false;
+    try {
+      const result = await claim;
+      claimed = result.claimed;
+      return { claim: result, flight, local: false };
+    } finally {
+      // A lost or failed claim is over at once; a won one lasts until its owner settles (see run()).
+      if (!claimed) this.forget(call.recordKey, flight);
+    }
+  }
+
+  /** Ends a flight: requests waiting on it look again. A successor's flight for the same key is left alone. */
+  private forget(recordKey: string, flight: Flight): void {
+    if (this.flights.get(recordKey) === flight) this.flights.delete(recordKey);
+    flight.settle();
   }
 
   /** Runs the work as the key's owner, then records the outcome before the result is handed back. */
@@ -197,6 +272,10 @@ export class IdempotencyService {
       return execution.result;
     }
     const completion = await this.complete(call, claimToken, execution.stored);
+    if (completion?.ok) {
+      const expiresAt = this.clock.nowSeconds() + call.ttlSeconds;
+      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: execution.stored });
+    }
     this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
     return execution.result;
   }
@@ -257,6 +336,25 @@ async function settle<T>(write: () => Promise<T>): Promise<T> {
       await sleep(delayMs);
     }
   }
+}
+
+/** Waits for `settled`, at most `ms`, without leaving a timer behind. */
+async function settledWithin(settled: Promise<void>, ms: number): Promise<void> {
+  const timer = new AbortController();
+  await Promise.race([settled, sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
+  timer.abort();
+}
+
+/** What a request that joined a local owner's claim knows of the record: PENDING, with the owner's lease. */
+function localOwner(call: ProtectedCall, flight: Flight, claimToken: string): IdempotencyRecord {
+  return {
+    key: call.recordKey,
+    status: 'PENDING',
+    expiresAt: flight.leaseEndsAt,
+    claimToken,
+    fingerprint: flight.fingerprint,
+    pendingSince: flight.leaseEndsAt - call.leaseSeconds,
+  };
 }
 
 function completedResponse(record: IdempotencyRecord): StoredResponse {

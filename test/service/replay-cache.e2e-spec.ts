@@ -1,0 +1,114 @@
+import { post, startApp, TestApp } from '../support/app';
+import { countCalls } from '../support/call-counter';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { createIdempotencyTable } from '../support/table';
+import { paymentsModule, Runs } from '../http/payments.fixture';
+
+/** DynamoDB calls per request, counted by an SDK middleware: the cost the performance issue promises. */
+describe('DynamoDB calls per request, the replay cache and single-flight', () => {
+  let dynamo: Dynalite;
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+  });
+  afterAll(() => dynamo.stop());
+
+  async function app(replayCache?: { enabled?: boolean; maxEntries?: number }) {
+    const client = localClient(dynamo.endpoint);
+    const tableName = uniqueTableName();
+    await createIdempotencyTable(client, tableName);
+    const calls = countCalls(client);
+    const test = await startApp('express', paymentsModule(client, tableName, { replayCache }));
+    return { test, calls };
+  }
+  let keys = 0;
+  const send = (test: TestApp, key: string, amount = 1) => post(`${test.url}/payments`, { amount }, { 'Idempotency-Key': key });
+
+  it('first request: 2 calls (claim, complete); cached replay: 0; uncached duplicate on dynalite: 2 (claim, read)', async () => {
+    const cached = await app();
+    const uncached = await app({ enabled: false });
+    try {
+      for (const { test, calls } of [cached, uncached]) {
+        const key = `calls-${++keys}`;
+        calls.reset();
+        await send(test, key);
+        expect(calls.counts).toEqual({ PutItem: 1, UpdateItem: 1 });
+        calls.reset();
+        const replay = await send(test, key);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        // dynalite ignores ReturnValuesOnConditionCheckFailure, hence the read; DynamoDB returns the item instead
+        // (see the mocked-client spec): 1 call there.
+        expect(calls.counts).toEqual(test === cached.test ? {} : { PutItem: 1, GetItem: 1 });
+      }
+    } finally {
+      await cached.test.close();
+      await uncached.test.close();
+    }
+  });
+
+  it('checks the fingerprint and the expiry of cached records', async () => {
+    const { test, calls } = await app();
+    try {
+      const key = `cached-${++keys}`;
+      await send(test, key, 10);
+      calls.reset();
+      expect((await send(test, key, 11)).status).toBe(422);
+      expect(calls.total()).toBe(0);
+
+      test.clock.advanceSeconds(86_401); // past the retention: the cached record no longer counts
+      const rerun = await send(test, key, 10);
+      expect(rerun.headers.get('idempotent-replayed')).toBeNull();
+      expect(calls.counts.PutItem).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+
+  it('evicts the least recently used record beyond maxEntries', async () => {
+    const { test, calls } = await app({ maxEntries: 2 });
+    try {
+      const [a, b, c] = [`lru-a-${++keys}`, `lru-b-${keys}`, `lru-c-${keys}`];
+      for (const key of [a, b]) await send(test, key);
+      await send(test, a); // a is now the most recently used
+      await send(test, c); // evicts b
+      calls.reset();
+      await send(test, a);
+      await send(test, c);
+      expect(calls.total()).toBe(0);
+      await send(test, b);
+      expect(calls.counts.PutItem).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+
+  it('sends one claim for 20 concurrent requests with one key in one process', async () => {
+    const { test, calls } = await app();
+    try {
+      const key = `flight-${++keys}`;
+      calls.reset();
+      const slow = () => post(`${test.url}/payments`, { amount: 1, delayMs: 300 }, { 'Idempotency-Key': key });
+      const responses = await Promise.all(Array.from({ length: 20 }, slow));
+      expect(calls.counts.PutItem).toBe(1);
+      expect(test.get(Runs).of('create')).toBe(1);
+      expect(responses.filter((r) => r.status === 201)).toHaveLength(1);
+      expect(responses.filter((r) => r.status === 409)).toHaveLength(19);
+    } finally {
+      await test.close();
+    }
+  });
+
+  it('lets waiting duplicates take the local owner\'s result without polling DynamoDB', async () => {
+    const { test, calls } = await app();
+    try {
+      const key = `flight-wait-${++keys}`;
+      calls.reset();
+      const responses = await Promise.all(
+        Array.from({ length: 10 }, () => post(`${test.url}/payments/wait`, { delayMs: 200 }, { 'Idempotency-Key': key })),
+      );
+      expect(new Set(responses.map((r) => `${r.status} ${r.text}`)).size).toBe(1);
+      expect(calls.counts).toEqual({ PutItem: 1, UpdateItem: 1 });
+    } finally {
+      await test.close();
+    }
+  });
+});
