@@ -1,7 +1,8 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
-import { IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { BenchController } from './bench/bench.controller';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
 import { HealthController } from './health/health.controller';
 import { MetricsController } from './metrics/metrics.controller';
@@ -41,10 +42,18 @@ export class AppModule {
             ttlSeconds: settings.idempotencyTtlSeconds,
             pendingTtlSeconds: settings.idempotencyPendingTtlSeconds,
             reconcileIntervalSeconds: settings.reconcileIntervalSeconds,
+            replayCache: { enabled: settings.replayCache },
+            repository: settings.idempotencyStore === 'memory' ? new InMemoryIdempotencyRepository() : undefined,
           }),
         }),
       ],
-      controllers: [OrdersController, HealthController, MetricsController, PaymentsConsumer],
+      controllers: [
+        OrdersController,
+        HealthController,
+        MetricsController,
+        PaymentsConsumer,
+        ...(config.benchRoutes ? [BenchController] : []),
+      ],
       providers: [OrdersRepository],
     };
   }

@@ -14,6 +14,12 @@ export interface OrdersApiConfig {
   orderProcessingDelayMs: number;
   /** Run the reconciler in the app every this many seconds; unset: never. */
   reconcileIntervalSeconds?: number;
+  /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
+  replayCache: boolean;
+  /** `dynamodb` (default) or `memory`: the in-memory repository, to measure the module without DynamoDB. */
+  idempotencyStore: 'dynamodb' | 'memory';
+  /** Serve the /bench routes and count DynamoDB calls (for `npm run bench`). */
+  benchRoutes: boolean;
 }
 
 export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
@@ -31,6 +37,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
     reconcileIntervalSeconds: integer(env, 'IDEMPOTENCY_RECONCILE_INTERVAL_SECONDS', 1),
+    replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
+    idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
+    benchRoutes: flag(env, 'BENCH_ROUTES', false),
   };
 }
 
@@ -40,4 +49,19 @@ function integer(env: NodeJS.ProcessEnv, name: string, min: number): number | un
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}, got "${raw}"`);
   return value;
+}
+
+function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'off'].includes(raw)) return false;
+  throw new Error(`${name} must be 1/true/on or 0/false/off, got "${raw}"`);
+}
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, values: readonly T[]): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return values[0];
+  if (!values.includes(raw as T)) throw new Error(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
+  return raw as T;
 }

@@ -6,6 +6,8 @@ import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency
 import { AppModule } from './app.module';
 import { OrdersApiConfig } from './config';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
+import { POWERTOOLS_TABLE } from './bench/bench.controller';
+import { countDynamoCalls } from './bench/call-counter';
 import { registerPrometheusMetrics } from './metrics/prometheus';
 
 export interface RunningOrdersApi {
@@ -27,13 +29,16 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
     logger.log(`Using DynamoDB at ${dynamo.endpoint}`);
   }
   const client = createDynamoClient(config, dynamo.endpoint);
+  if (config.benchRoutes) countDynamoCalls(client);
   await ensureIdempotencyTable(client, config.idempotencyTable);
-  await ensureTable(client, {
-    TableName: config.ordersTable,
-    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-    BillingMode: 'PAY_PER_REQUEST',
+  const tableWithId = (TableName: string) => ({
+    TableName,
+    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
+    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
+    BillingMode: 'PAY_PER_REQUEST' as const,
   });
+  await ensureTable(client, tableWithId(config.ordersTable));
+  if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
 
   const app = await NestFactory.create(AppModule.forRoot(config, client), options);
   app.enableShutdownHooks();

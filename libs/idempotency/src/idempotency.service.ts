@@ -288,7 +288,7 @@ export class IdempotencyService {
   private async complete(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<TransitionResult | undefined> {
     try {
       return await this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
-        const result = await settle(() =>
+        const result = await retryThroughStoreFaults(() =>
           this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds }),
         );
         span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
@@ -314,7 +314,7 @@ export class IdempotencyService {
   /** Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. */
   private async release(call: ProtectedCall, claimToken: string): Promise<void> {
     try {
-      const result = await settle(() =>
+      const result = await retryThroughStoreFaults(() =>
         this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds }),
       );
       if (!result.ok) this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
@@ -325,7 +325,7 @@ export class IdempotencyService {
 }
 
 /** Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. */
-async function settle<T>(write: () => Promise<T>): Promise<T> {
+async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
   const deadline = performance.now() + SETTLE_RETRY_BUDGET_MS;
   for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1000)) {
     try {

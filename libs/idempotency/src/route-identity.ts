@@ -6,6 +6,19 @@ import { PATH_METADATA } from '@nestjs/common/constants';
  * it is the same on Express and Fastify and does not vary with path parameters.
  */
 export function routeTemplate(context: ExecutionContext): string {
+  const handler = context.getHandler();
+  let template = templates.get(handler);
+  if (template === undefined) {
+    template = readRouteTemplate(context);
+    templates.set(handler, template);
+  }
+  return template;
+}
+
+/** Route metadata is fixed once the app is built: read it once per handler. */
+const templates = new WeakMap<object, string>();
+
+function readRouteTemplate(context: ExecutionContext): string {
   const segments: Array<string | string[] | undefined> = [
     Reflect.getMetadata(PATH_METADATA, context.getClass()),
     Reflect.getMetadata(PATH_METADATA, context.getHandler()),

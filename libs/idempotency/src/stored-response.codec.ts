@@ -21,9 +21,13 @@ export function storableBody(value: unknown): StoredBody | undefined {
   }
 }
 
-/** The value to hand back on a replay. */
+/**
+ * The value to hand back on a replay: a copy, so that whatever happens to it downstream (an outer interceptor
+ * that edits the response) cannot change what the next replay of a cached record returns.
+ */
 export function replayedBody(stored: StoredResponse): unknown {
-  return stored.bodyBase64 === undefined ? stored.body : Buffer.from(stored.bodyBase64, 'base64');
+  if (stored.bodyBase64 !== undefined) return Buffer.from(stored.bodyBase64, 'base64');
+  return stored.body !== null && typeof stored.body === 'object' ? structuredClone(stored.body) : stored.body;
 }
 
 /** The `response` attribute: JSON text (S), gzipped JSON (B) once it is large. */
