@@ -2,11 +2,11 @@
 // CommonJS, NestJS 12 as ESM), build each with tsc, start it against dynalite and check a replay end to end.
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from './free-port.mjs';
 
 const require = createRequire(import.meta.url);
 const root = resolve('.');
@@ -155,13 +155,6 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
   }
 }
 
-async function freePort() {
-  const server = createServer();
-  await new Promise((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address();
-  await new Promise((done) => server.close(done));
-  return port;
-}
 
 main().catch((error) => {
   console.error(error);
