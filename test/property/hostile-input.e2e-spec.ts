@@ -16,7 +16,7 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
   });
   afterAll(() => scenario.stop());
   const url = () => scenario.test.url;
-  const json = (value: unknown) => [['Content-Type', 'application/json']] as Array<[string, string]>;
+  const json: Array<[string, string]> = [['Content-Type', 'application/json']];
 
   it('random key bytes (unicode, control bytes, quotes, commas): 4xx or one execution then replays', async () => {
     const keyBytes = fc.oneof(
@@ -27,7 +27,7 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     await fc.assert(
       fc.asyncProperty(keyBytes, fc.integer({ min: 1, max: 1_000_000 }), async (key, amount) => {
         const body = JSON.stringify({ amount });
-        const headers: Array<[string, Buffer | string]> = [...json(null), ['Idempotency-Key', key]];
+        const headers: Array<[string, Buffer | string]> = [...json, ['Idempotency-Key', key]];
         const first = await rawPost(url(), '/payments', headers, body);
         const second = await rawPost(url(), '/payments', headers, body);
         expect(first.status).toBeLessThan(500);
@@ -45,9 +45,9 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
 
   it('oversized keys and repeated headers: 4xx', async () => {
     const body = '{"amount":1}';
-    const tenKb = await rawPost(url(), '/payments', [...json(null), ['Idempotency-Key', 'k'.repeat(10 * 1024)]], body);
-    const huge = await rawPost(url(), '/payments', [...json(null), ['Idempotency-Key', 'k'.repeat(20 * 1024)]], body);
-    const repeated = await rawPost(url(), '/payments', [...json(null), ['Idempotency-Key', 'a'], ['Idempotency-Key', 'b']], body);
+    const tenKb = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'k'.repeat(10 * 1024)]], body);
+    const huge = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'k'.repeat(20 * 1024)]], body);
+    const repeated = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'a'], ['Idempotency-Key', 'b']], body);
     expect(tenKb.status).toBe(400);
     expect(huge.status).toBe(431); // Node's own header size limit, before the app
     expect(repeated.status).toBe(400);
