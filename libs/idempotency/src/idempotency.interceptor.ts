@@ -2,7 +2,7 @@ import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } fr
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, Observable } from 'rxjs';
 import { ClassSerialization } from './class-serializer';
-import { canonicalJson, fingerprintRequest, sha256 } from './fingerprint';
+import { fingerprintRequest, fingerprintValue, recordKey } from './fingerprint';
 import { REPLAYED_HEADER } from './idempotency.constants';
 import {
   IdempotencyError,
@@ -17,7 +17,7 @@ import { StoredResponse } from './idempotency.record';
 import { IdempotencyService, ProtectedCall } from './idempotency.service';
 import { IdempotentRoute } from './idempotent-route.metadata';
 import { routeTemplate, rpcPattern } from './route-identity';
-import { replayedBody, storableBody } from './stored-response.codec';
+import { replayedBody, storableBody, storedResult } from './stored-response.codec';
 
 /**
  * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`): HTTP routes keyed by
@@ -90,13 +90,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
           throw new IdempotencyKeyMissingError('This message handler is idempotent; its key function found no key.');
         }
         const pattern = rpcPattern(context);
-        const recordKey = `RPC ${pattern}#${sha256(JSON.stringify([this.options.scope?.(context) ?? null, key]))}`;
-        return this.service.call(recordKey, sha256(canonicalJson(['RPC', pattern, data ?? null])), route);
+        const fingerprint = fingerprintValue(['RPC', pattern, data]);
+        return this.service.call(recordKey(`RPC ${pattern}`, this.options.scope?.(context), key), fingerprint, route);
       },
       execute: async () => {
         const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
-        const body = storableBody(result);
-        return { result, stored: body && { statusCode: 200, headers: {}, ...body } };
+        return { result, stored: storedResult(result) };
       },
       replay: (stored) => replayedBody(stored),
     });
@@ -119,7 +118,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       query: request.query,
       body: request.body,
     });
-    return this.service.call(`${method} ${template}#${sha256(JSON.stringify([scope ?? null, key]))}`, fingerprint, route);
+    return this.service.call(recordKey(`${method} ${template}`, scope, key), fingerprint, route);
   }
 
   private readKey(request: any, context: ExecutionContext, route: IdempotentOptions): string | undefined {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { fingerprintValue, sha256 } from './fingerprint';
+import { fingerprintValue, recordKey } from './fingerprint';
 import { IdempotencyClock } from './idempotency.clock';
 import {
   IdempotencyError,
@@ -18,7 +18,7 @@ import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.re
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ReplayCache } from './replay-cache';
 import { ClaimResult, IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
-import { replayedBody, storableBody } from './stored-response.codec';
+import { replayedBody, storedResult } from './stored-response.codec';
 
 /** Options of `IdempotencyService.execute()`. */
 export interface ExecuteOptions {
@@ -122,13 +122,11 @@ export class IdempotencyService {
       describe: () => {
         const key = validateKey(options.key);
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-        const recordKey = `execute#${sha256(JSON.stringify([options.scope ?? null, key]))}`;
-        return this.call(recordKey, fingerprintValue(options.fingerprint), options);
+        return this.call(recordKey('execute', options.scope, key), fingerprintValue(options.fingerprint), options);
       },
       execute: async () => {
         const result = await fn();
-        const body = storableBody(result);
-        return { result, stored: body && { statusCode: 200, headers: {}, ...body } };
+        return { result, stored: storedResult(result) };
       },
       replay: (stored) => replayedBody(stored) as T,
     });

@@ -21,6 +21,12 @@ export function storableBody(value: unknown): StoredBody | undefined {
   }
 }
 
+/** A result that is not an HTTP response (a function's, a message handler's), stored as a 200 with no headers. */
+export function storedResult(value: unknown): StoredResponse | undefined {
+  const body = storableBody(value);
+  return body && { statusCode: 200, headers: {}, ...body };
+}
+
 /**
  * The value to hand back on a replay: a copy, so that whatever happens to it downstream (an outer interceptor
  * that edits the response) cannot change what the next replay of a cached record returns.
