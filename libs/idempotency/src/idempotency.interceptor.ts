@@ -11,8 +11,7 @@ import {
   IdempotencyProblemException,
 } from './idempotency.errors';
 import { parseKeyHeader, validateKey } from './idempotency-key';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-import { IdempotencyModuleOptions, IdempotentOptions, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
+import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { StoredResponse } from './idempotency.record';
 import { IdempotencyService, ProtectedCall } from './idempotency.service';
 import { IdempotentRoute } from './idempotent-route.metadata';
@@ -26,16 +25,14 @@ import { replayedBody, storableBody, storedResult } from './stored-response.code
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  private readonly options: ResolvedIdempotencyOptions;
   private readonly serialization: ClassSerialization;
 
   constructor(
     private readonly reflector: Reflector,
     private readonly service: IdempotencyService,
     private readonly adapterHost: HttpAdapterHost,
-    @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
-    this.options = resolveOptions(options);
     this.serialization = new ClassSerialization(reflector);
   }
 

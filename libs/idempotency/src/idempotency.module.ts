@@ -8,7 +8,12 @@ import { IdempotencyReconciler } from './idempotency.reconciler';
 import { IdempotencyService } from './idempotency.service';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-import { IdempotencyModuleOptions, resolveOptions } from './idempotency.options';
+import {
+  IdempotencyModuleOptions,
+  RESOLVED_IDEMPOTENCY_OPTIONS,
+  ResolvedIdempotencyOptions,
+  resolveOptions,
+} from './idempotency.options';
 import { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 
@@ -25,16 +30,22 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
  */
 @Module({
   providers: [
+    { provide: RESOLVED_IDEMPOTENCY_OPTIONS, inject: [IDEMPOTENCY_MODULE_OPTIONS], useFactory: resolveOptions },
     { provide: IdempotencyClock, useClass: SystemClock },
     { provide: IdempotencyTelemetry, useFactory: () => new IdempotencyTelemetry() },
     {
       provide: IdempotencyRepository,
-      inject: [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyClock, IdempotencyTelemetry],
-      useFactory: (options: IdempotencyModuleOptions, clock: IdempotencyClock, telemetry: IdempotencyTelemetry) =>
+      inject: [IDEMPOTENCY_MODULE_OPTIONS, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyClock, IdempotencyTelemetry],
+      useFactory: (
+        options: IdempotencyModuleOptions,
+        resolved: ResolvedIdempotencyOptions,
+        clock: IdempotencyClock,
+        telemetry: IdempotencyTelemetry,
+      ) =>
         options.repository ??
         new DynamoDbIdempotencyRepository({
           client: options.client ?? new DynamoDBClient(options.clientConfig ?? {}),
-          tableName: resolveOptions(options).tableName,
+          tableName: resolved.tableName,
           clock,
           telemetry,
         }),
@@ -47,6 +58,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
   ],
   exports: [
     IDEMPOTENCY_MODULE_OPTIONS,
+    RESOLVED_IDEMPOTENCY_OPTIONS,
     IdempotencyClock,
     IdempotencyTelemetry,
     IdempotencyRepository,

@@ -66,11 +66,14 @@ export interface IdempotentOptions {
   waitMs?: number;
 }
 
+/** The module options with every default filled in, validated once: the provider the module's classes inject. */
+export const RESOLVED_IDEMPOTENCY_OPTIONS = Symbol('RESOLVED_IDEMPOTENCY_OPTIONS');
+
 /** The module options with every default filled in. */
 export type ResolvedIdempotencyOptions = Required<
   Pick<IdempotencyModuleOptions, 'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'failedTtlSeconds' | 'keyHeader'>
 > &
-  Pick<IdempotencyModuleOptions, 'scope'> & { replayHeaders: string[]; replayCacheEntries: number };
+  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds'> & { replayHeaders: string[]; replayCacheEntries: number };
 
 export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
   return {
@@ -80,6 +83,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     failedTtlSeconds: positiveSeconds('failedTtlSeconds', options.failedTtlSeconds ?? DEFAULT_FAILED_TTL_SECONDS),
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
+    reconcileIntervalSeconds: options.reconcileIntervalSeconds,
     replayHeaders: (options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((name) => name.toLowerCase()),
     replayCacheEntries: options.replayCache?.enabled === false ? 0 : (options.replayCache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES),
   };

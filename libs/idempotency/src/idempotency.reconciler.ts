@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { IdempotencyClock } from './idempotency.clock';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-import { IdempotencyModuleOptions, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 
@@ -32,8 +31,6 @@ export interface SweepResult {
 @Injectable()
 export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('IdempotencyReconciler');
-  private readonly options: ResolvedIdempotencyOptions;
-  private readonly intervalSeconds?: number;
   private timer?: NodeJS.Timeout;
   private running?: Promise<SweepResult>;
 
@@ -41,11 +38,8 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
     private readonly repository: IdempotencyRepository,
     private readonly clock: IdempotencyClock,
     private readonly telemetry: IdempotencyTelemetry,
-    @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
-  ) {
-    this.options = resolveOptions(options);
-    this.intervalSeconds = options.reconcileIntervalSeconds;
-  }
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
 
   async sweep({ pageSize = 100, maxPagesPerSecond = 5 }: SweepOptions = {}): Promise<SweepResult> {
     const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, ttlStale: 0 };
@@ -81,8 +75,9 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   }
 
   onApplicationBootstrap(): void {
-    if (!this.intervalSeconds) return;
-    this.timer = setInterval(() => void this.scheduledSweep(), this.intervalSeconds * 1000);
+    const { reconcileIntervalSeconds } = this.options;
+    if (!reconcileIntervalSeconds) return;
+    this.timer = setInterval(() => void this.scheduledSweep(), reconcileIntervalSeconds * 1000);
     this.timer.unref();
   }
 

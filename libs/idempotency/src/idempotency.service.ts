@@ -12,8 +12,7 @@ import {
   IdempotencyStoreUnavailableError,
 } from './idempotency.errors';
 import { validateKey } from './idempotency-key';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-import { IdempotencyModuleOptions, positiveSeconds, ResolvedIdempotencyOptions, resolveOptions } from './idempotency.options';
+import { positiveSeconds, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ReplayCache } from './replay-cache';
@@ -98,7 +97,6 @@ type Acquired = { claimToken: string; flight: Flight } | { replay: StoredRespons
 @Injectable()
 export class IdempotencyService {
   private readonly logger = new Logger('Idempotency');
-  private readonly options: ResolvedIdempotencyOptions;
   private readonly cache: ReplayCache;
   private readonly flights = new Map<string, Flight>();
 
@@ -106,9 +104,8 @@ export class IdempotencyService {
     private readonly repository: IdempotencyRepository,
     private readonly clock: IdempotencyClock,
     private readonly telemetry: IdempotencyTelemetry,
-    @Inject(IDEMPOTENCY_MODULE_OPTIONS) options: IdempotencyModuleOptions,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
-    this.options = resolveOptions(options);
     this.cache = new ReplayCache(this.options.replayCacheEntries);
   }
 
