@@ -1,21 +1,13 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { freePort } from '../../apps/orders-api/src/orders-api';
 import { localClient } from '../support/dynalite';
 
 /** Real processes: dynalite and the demo app, started the way an operator would (node + environment). */
 const ROOT = join(__dirname, '..', '..');
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** A child process with its output kept, for error messages. */
 export class Proc {

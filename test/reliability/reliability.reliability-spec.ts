@@ -2,12 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../../apps/orders-api/src/orders-api';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { metricValue } from '../support/telemetry';
 import {
   AppProc,
   findings,
-  freePort,
   ordersIn,
   placeOrder,
   Proc,

@@ -60,7 +60,7 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
 }
 
 /** A loopback port nothing listens on right now (for PORT=0 runs, e.g. tests). */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
