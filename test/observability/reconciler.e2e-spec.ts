@@ -105,6 +105,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       complete = repository.complete.bind(repository);
       get = repository.get.bind(repository);
       fail = (input: FailInput) => repository.fail(input);
+      renew = repository.renew.bind(repository);
       async *scan(input: ScanInput) {
         for await (const page of repository.scan(input)) {
           await repository.claim({ key: 'taken-over', fingerprint: 'fp', leaseSeconds: 60 });

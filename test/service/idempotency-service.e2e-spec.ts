@@ -47,8 +47,8 @@ describe('IdempotencyService.execute on dynalite', () => {
   it('runs the function once and hands its result to every duplicate', async () => {
     const key = newKey();
     const fn = jest.fn(async () => ({ charged: 42, at: new Date(Date.UTC(2026, 0, 1)) }));
-    const first = await service.execute({ key, fingerprint: { amount: 42 } }, fn);
-    const second = await service.execute({ key, fingerprint: { amount: 42 } }, fn);
+    const first = await service.execute({ operation: 'test', key, fingerprint: { amount: 42 } }, fn);
+    const second = await service.execute({ operation: 'test', key, fingerprint: { amount: 42 } }, fn);
     expect(fn).toHaveBeenCalledTimes(1);
     expect(first).toEqual({ charged: 42, at: new Date(Date.UTC(2026, 0, 1)) });
     expect(second).toEqual({ charged: 42, at: '2026-01-01T00:00:00.000Z' }); // the JSON it would be sent as
@@ -65,16 +65,16 @@ describe('IdempotencyService.execute on dynalite', () => {
   ])('round-trips %s exactly', async (_, value) => {
     const key = newKey();
     const fn = jest.fn(async () => value);
-    await service.execute({ key }, fn);
-    const replayed = await service.execute({ key }, fn);
+    await service.execute({ operation: 'test', key }, fn);
+    const replayed = await service.execute({ operation: 'test', key }, fn);
     expect(fn).toHaveBeenCalledTimes(1);
     expect(replayed).toStrictEqual(value);
   });
 
   it('refuses the same key with a different fingerprint', async () => {
     const key = newKey();
-    await service.execute({ key, fingerprint: { amount: 1 } }, async () => 'ok');
-    await expect(service.execute({ key, fingerprint: { amount: 2 } }, async () => 'again')).rejects.toBeInstanceOf(
+    await service.execute({ operation: 'test', key, fingerprint: { amount: 1 } }, async () => 'ok');
+    await expect(service.execute({ operation: 'test', key, fingerprint: { amount: 2 } }, async () => 'again')).rejects.toBeInstanceOf(
       IdempotencyMismatchError,
     );
   });
@@ -82,49 +82,49 @@ describe('IdempotencyService.execute on dynalite', () => {
   it('reports a call still running as in flight, with the seconds left on its lease', async () => {
     const key = newKey();
     let finish!: () => void;
-    const first = service.execute({ key, pendingTtlSeconds: 30 }, () => new Promise<string>((resolve) => (finish = () => resolve('done'))));
+    const first = service.execute({ operation: 'test', key, pendingTtlSeconds: 30 }, () => new Promise<string>((resolve) => (finish = () => resolve('done'))));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const duplicate = service.execute({ key }, async () => 'second');
+    const duplicate = service.execute({ operation: 'test', key }, async () => 'second');
     await expect(duplicate).rejects.toBeInstanceOf(IdempotencyInFlightError);
     await expect(duplicate).rejects.toMatchObject({ retryAfterSeconds: 30 });
     finish();
     expect(await first).toBe('done');
-    expect(await service.execute({ key }, async () => 'third')).toBe('done');
+    expect(await service.execute({ operation: 'test', key }, async () => 'third')).toBe('done');
   });
 
   it('waits for the running call with waitMs', async () => {
     const key = newKey();
-    const first = service.execute({ key }, () => new Promise((resolve) => setTimeout(() => resolve('slow result'), 200)));
+    const first = service.execute({ operation: 'test', key }, () => new Promise((resolve) => setTimeout(() => resolve('slow result'), 200)));
     await new Promise((resolve) => setTimeout(resolve, 30));
-    expect(await service.execute({ key, waitMs: 3000 }, async () => 'never')).toBe('slow result');
+    expect(await service.execute({ operation: 'test', key, waitMs: 3000 }, async () => 'never')).toBe('slow result');
     expect(await first).toBe('slow result');
   });
 
   it('lets a failed call be retried, and passes its error through unchanged', async () => {
     const key = newKey();
     const failure = new Error('provider down');
-    await expect(service.execute({ key }, async () => Promise.reject(failure))).rejects.toBe(failure);
-    expect(await service.execute({ key }, async () => 'recovered')).toBe('recovered');
+    await expect(service.execute({ operation: 'test', key }, async () => Promise.reject(failure))).rejects.toBe(failure);
+    expect(await service.execute({ operation: 'test', key }, async () => 'recovered')).toBe('recovered');
   });
 
   it('throws store errors, never runs the function, when DynamoDB throttles', async () => {
     proxy.mode = 'throttle';
     const fn = jest.fn(async () => 'x');
-    await expect(service.execute({ key: newKey() }, fn)).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
+    await expect(service.execute({ operation: 'test', key: newKey() }, fn)).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
     expect(fn).not.toHaveBeenCalled();
   });
 
   it('validates keys like the HTTP layer does', async () => {
-    await expect(service.execute({ key: '' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
-    await expect(service.execute({ key: 'a\u0000b' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
-    await expect(service.execute({ key: undefined as unknown as string }, async () => 1)).rejects.toBeInstanceOf(
+    await expect(service.execute({ operation: 'test', key: '' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
+    await expect(service.execute({ operation: 'test', key: 'a\u0000b' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
+    await expect(service.execute({ operation: 'test', key: undefined as unknown as string }, async () => 1)).rejects.toBeInstanceOf(
       IdempotencyKeyMissingError,
     );
   });
 
   it('keeps scopes apart', async () => {
     const key = newKey();
-    expect(await service.execute({ key, scope: 'tenant-a' }, async () => 'a')).toBe('a');
-    expect(await service.execute({ key, scope: 'tenant-b' }, async () => 'b')).toBe('b');
+    expect(await service.execute({ operation: 'test', key, scope: 'tenant-a' }, async () => 'a')).toBe('a');
+    expect(await service.execute({ operation: 'test', key, scope: 'tenant-b' }, async () => 'b')).toBe('b');
   });
 });

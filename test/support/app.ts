@@ -17,13 +17,21 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module. */
-export async function startApp(platform: Platform, metadata: ModuleMetadata): Promise<TestApp> {
+/**
+ * Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module.
+ * `configure` runs before the app starts (global interceptors, versioning).
+ */
+export async function startApp(
+  platform: Platform,
+  metadata: ModuleMetadata,
+  configure: (app: INestApplication) => void = () => undefined,
+): Promise<TestApp> {
   const clock = new FakeClock();
   const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
     logger: false,
   });
+  configure(app);
   await app.listen(0, '127.0.0.1');
   const { port } = app.getHttpServer().address() as AddressInfo;
   return {

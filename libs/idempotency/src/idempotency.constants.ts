@@ -3,6 +3,10 @@ export const DEFAULT_TABLE_NAME = 'idempotency_keys';
 export const DEFAULT_TTL_SECONDS = 86_400;
 export const DEFAULT_PENDING_TTL_SECONDS = 60;
 export const DEFAULT_FAILED_TTL_SECONDS = 300;
+/** A live owner renews its lease for at most an hour: a hung handler cannot block its key forever. */
+export const DEFAULT_MAX_LEASE_SECONDS = 3600;
+/** A live owner keeps renewing its lease, so a duplicate is told to look again soon, not when the lease ends. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
 export const DEFAULT_REPLAY_CACHE_ENTRIES = 1000;

@@ -1,6 +1,7 @@
-import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
-import { HttpAdapterHost, Reflector } from '@nestjs/core';
+import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, StreamableFile } from '@nestjs/common';
+import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, Observable } from 'rxjs';
+import { applicationConfigOf } from './application-config';
 import { ClassSerialization } from './class-serializer';
 import { fingerprintRequest, fingerprintValue, recordKey } from './fingerprint';
 import { REPLAYED_HEADER } from './idempotency.constants';
@@ -15,8 +16,8 @@ import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOpt
 import { StoredResponse } from './idempotency.record';
 import { IdempotencyService, ProtectedCall } from './idempotency.service';
 import { IdempotentRoute } from './idempotent-route.metadata';
-import { routeTemplate, rpcPattern } from './route-identity';
-import { replayedBody, storableBody, storedResult } from './stored-response.codec';
+import { requestVersion, routeTemplate, rpcPattern } from './route-identity';
+import { bufferedFile, replayedBody, storableBody, storedResult } from './stored-response.codec';
 
 /**
  * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`): HTTP routes keyed by
@@ -31,9 +32,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly reflector: Reflector,
     private readonly service: IdempotencyService,
     private readonly adapterHost: HttpAdapterHost,
+    private readonly moduleRef: ModuleRef,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
-    this.serialization = new ClassSerialization(reflector);
+    this.serialization = new ClassSerialization(reflector, moduleRef);
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -52,8 +54,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
         describe: () => this.describeHttp(context, request, route),
         execute: async () => {
           const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
-          return { result: body, stored: this.capture(response, body, context) };
+          // A file is read once, to be both sent and stored.
+          return body instanceof StreamableFile ? bufferedFile(body) : body;
         },
+        capture: (body) => this.capture(response, body, context),
         replay: (stored) => this.replay(response, stored),
       });
     } catch (error) {
@@ -81,7 +85,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const data = context.switchToRpc().getData();
     return this.service.run({
       describe: () => {
-        const key = route.key ? validateKey(route.key(data, context)) : undefined;
+        const key = route.key ? derivedKey(() => route.key!(data, context)) : undefined;
         if (key === undefined) {
           if (route.required === false) return undefined;
           throw new IdempotencyKeyMissingError('This message handler is idempotent; its key function found no key.');
@@ -90,10 +94,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
         const fingerprint = fingerprintValue(['RPC', pattern, data]);
         return this.service.call(recordKey(`RPC ${pattern}`, this.options.scope?.(context), key), fingerprint, route);
       },
-      execute: async () => {
-        const result = await lastValueFrom(next.handle(), { defaultValue: undefined });
-        return { result, stored: storedResult(result) };
-      },
+      execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+      capture: storedResult,
       replay: (stored) => replayedBody(stored),
     });
   }
@@ -106,7 +108,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw new IdempotencyKeyMissingError();
     }
     const method = String(this.adapterHost.httpAdapter.getRequestMethod(request)).toUpperCase();
-    const template = routeTemplate(context);
+    const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
+    const template = version === undefined ? routeTemplate(context) : `${routeTemplate(context)} version=${version}`;
     const scope = this.options.scope?.(context);
     const fingerprint = fingerprintRequest({
       method,
@@ -120,19 +123,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private readKey(request: any, context: ExecutionContext, route: IdempotentOptions): string | undefined {
     if (!route.key) return parseKeyHeader(request.headers?.[this.options.keyHeader.toLowerCase()]);
-    let derived: unknown;
-    try {
-      derived = route.key(request, context);
-    } catch {
-      throw new IdempotencyKeyInvalidError('it could not be derived from the request');
-    }
-    return validateKey(derived);
+    return derivedKey(() => route.key!(request, context));
   }
 
-  /** The response as the client received it: status, allow-listed headers and the body as JSON would send it. */
-  private capture(response: unknown, body: unknown, context: ExecutionContext): StoredResponse | undefined {
+  /** The response as the client received it: status, allow-listed headers and the body as the platform sends it. */
+  private capture(response: unknown, body: unknown, context: ExecutionContext): StoredResponse {
     const stored = storableBody(this.serialization.asSent(body, context));
-    if (!stored) return undefined;
     const adapter = this.adapterHost.httpAdapter;
     const headers: Record<string, string> = {};
     for (const name of this.options.replayHeaders) {
@@ -149,4 +145,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
     return replayedBody(stored);
   }
+}
+
+/** A key from the route's `key` function: one that throws is an invalid key (400), never a raw error. */
+function derivedKey(derive: () => unknown): string | undefined {
+  let derived: unknown;
+  try {
+    derived = derive();
+  } catch {
+    throw new IdempotencyKeyInvalidError('it could not be derived from the request');
+  }
+  return validateKey(derived);
 }

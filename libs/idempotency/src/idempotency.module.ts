@@ -1,11 +1,13 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
 import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
 import { IdempotencyHealthIndicator } from './idempotency.health';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import { IdempotencyReconciler } from './idempotency.reconciler';
 import { IdempotencyService } from './idempotency.service';
+import { IdempotentRoutesCheck } from './idempotent-routes.check';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import {
@@ -29,6 +31,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
  * ```
  */
 @Module({
+  imports: [DiscoveryModule],
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, inject: [IDEMPOTENCY_MODULE_OPTIONS], useFactory: resolveOptions },
     { provide: IdempotencyClock, useClass: SystemClock },
@@ -55,6 +58,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
     IdempotencyExceptionFilter,
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
+    IdempotentRoutesCheck,
   ],
   exports: [
     IDEMPOTENCY_MODULE_OPTIONS,

@@ -4,9 +4,11 @@ import { ExecutionContext } from '@nestjs/common';
 import {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,
+  DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
   DEFAULT_REPLAY_CACHE_ENTRIES,
   DEFAULT_REPLAY_HEADERS,
+  DEFAULT_RETRY_AFTER_SECONDS,
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
 } from './idempotency.constants';
@@ -22,8 +24,15 @@ export interface IdempotencyModuleOptions {
   clientConfig?: DynamoDBClientConfig;
   /** Seconds a completed response is replayed. Default 86400. */
   ttlSeconds?: number;
-  /** Seconds a claim (lease) holds before another caller may take over a crashed one. Default 60. */
+  /**
+   * Seconds a claim (lease) holds before another caller may take over a crashed owner. A live owner renews it every
+   * third of this while it works, so a slow handler is not run twice for being slow. Default 60.
+   */
   pendingTtlSeconds?: number;
+  /** Seconds after which a handler that still runs is no longer renewed, so a hung one cannot block its key forever. Default 3600. */
+  maxLeaseSeconds?: number;
+  /** `Retry-After` on a 409 while another request runs (never more than until its lease could be taken over). Default 1. */
+  retryAfterSeconds?: number;
   /** Seconds a failed attempt is kept (it is claimable again at once). Default 300. */
   failedTtlSeconds?: number;
   /** Header carrying the client's key. Default `Idempotency-Key`. */
@@ -52,6 +61,10 @@ export interface IdempotentOptions {
   ttlSeconds?: number;
   /** Overrides the module's `pendingTtlSeconds` for this route. */
   pendingTtlSeconds?: number;
+  /** Overrides the module's `maxLeaseSeconds` for this route. */
+  maxLeaseSeconds?: number;
+  /** Overrides the module's `retryAfterSeconds` for this route. */
+  retryAfterSeconds?: number;
   /** A missing key is a 400 (default). With `false` a request without a key runs unprotected. */
   required?: boolean;
   /**
@@ -71,28 +84,62 @@ export const RESOLVED_IDEMPOTENCY_OPTIONS = Symbol('RESOLVED_IDEMPOTENCY_OPTIONS
 
 /** The module options with every default filled in. */
 export type ResolvedIdempotencyOptions = Required<
-  Pick<IdempotencyModuleOptions, 'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'failedTtlSeconds' | 'keyHeader'>
+  Pick<
+    IdempotencyModuleOptions,
+    'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds' | 'failedTtlSeconds' | 'keyHeader'
+  >
 > &
   Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds'> & { replayHeaders: string[]; replayCacheEntries: number };
 
+/** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */
 export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
+  const where = 'IdempotencyModule';
+  const seconds = (name: SecondsOption | 'failedTtlSeconds', fallback: number) =>
+    positiveSeconds(name, options[name] ?? fallback, where);
+  const cache = options.replayCache;
   return {
     tableName: options.tableName ?? DEFAULT_TABLE_NAME,
-    ttlSeconds: positiveSeconds('ttlSeconds', options.ttlSeconds ?? DEFAULT_TTL_SECONDS),
-    pendingTtlSeconds: positiveSeconds('pendingTtlSeconds', options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS),
-    failedTtlSeconds: positiveSeconds('failedTtlSeconds', options.failedTtlSeconds ?? DEFAULT_FAILED_TTL_SECONDS),
+    ttlSeconds: seconds('ttlSeconds', DEFAULT_TTL_SECONDS),
+    pendingTtlSeconds: seconds('pendingTtlSeconds', DEFAULT_PENDING_TTL_SECONDS),
+    maxLeaseSeconds: seconds('maxLeaseSeconds', DEFAULT_MAX_LEASE_SECONDS),
+    retryAfterSeconds: seconds('retryAfterSeconds', DEFAULT_RETRY_AFTER_SECONDS),
+    failedTtlSeconds: seconds('failedTtlSeconds', DEFAULT_FAILED_TTL_SECONDS),
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
-    reconcileIntervalSeconds: options.reconcileIntervalSeconds,
+    reconcileIntervalSeconds:
+      options.reconcileIntervalSeconds === undefined
+        ? undefined
+        : positiveSeconds('reconcileIntervalSeconds', options.reconcileIntervalSeconds, where),
     replayHeaders: (options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((name) => name.toLowerCase()),
-    replayCacheEntries: options.replayCache?.enabled === false ? 0 : (options.replayCache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES),
+    replayCacheEntries:
+      cache?.enabled === false
+        ? 0
+        : positiveInteger('replayCache.maxEntries', cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES, where, 'entries'),
   };
 }
 
-/** Misconfiguration fails at startup, not on the first request. */
-export function positiveSeconds(name: string, value: number): number {
-  if (!Number.isInteger(value) || value <= 0) {
-    throw new Error(`Idempotency option ${name} must be a positive whole number of seconds, got ${value}`);
+/** The options a route (or a call) may override that are whole seconds. */
+export type SecondsOption = 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds';
+const SECONDS_OPTIONS: SecondsOption[] = ['ttlSeconds', 'pendingTtlSeconds', 'maxLeaseSeconds', 'retryAfterSeconds'];
+
+/** Checks a route's (or a call's) overrides; `where` names the route in the error. */
+export function validateCallSettings(settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown }, where: string): void {
+  for (const name of SECONDS_OPTIONS) {
+    if (settings[name] !== undefined) positiveSeconds(name, settings[name], where);
+  }
+  const { waitMs } = settings;
+  if (waitMs !== undefined && !(typeof waitMs === 'number' && Number.isFinite(waitMs) && waitMs >= 0)) {
+    throw new Error(`${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`);
+  }
+}
+
+export function positiveSeconds(name: string, value: unknown, where: string): number {
+  return positiveInteger(name, value, where, 'seconds');
+}
+
+function positiveInteger(name: string, value: unknown, where: string, unit: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new Error(`${where}: idempotency option ${name} must be a positive whole number of ${unit}, got ${String(value)}`);
   }
   return value;
 }

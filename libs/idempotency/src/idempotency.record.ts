@@ -7,14 +7,36 @@ export interface StoredResponse {
   headers: Record<string, string>;
   /** The JSON value the handler returned; absent when it returned `undefined`. */
   body?: unknown;
-  /** A Buffer body, base64-encoded. */
+  /** A binary body (Buffer, typed array, ArrayBuffer, a `StreamableFile`'s bytes), base64-encoded. */
   bodyBase64?: string;
+  /** What `bodyBase64` was handed to the platform as, so a replay is sent the same way. Absent: a Buffer. */
+  bodyType?: BinaryBodyType;
+  /** The options of a `StreamableFile` body (type, disposition, length). */
+  fileOptions?: Record<string, unknown>;
   /**
    * Set instead of a body when the response did not fit in one DynamoDB item even compressed:
    * the key stays used (no second execution), but duplicates get a problem response, not a replay.
    */
   bodyOmitted?: true;
 }
+
+/** The binary types a handler may return, by constructor name. */
+export type BinaryBodyType =
+  | 'Buffer'
+  | 'StreamableFile'
+  | 'ArrayBuffer'
+  | 'DataView'
+  | 'Uint8Array'
+  | 'Uint8ClampedArray'
+  | 'Int8Array'
+  | 'Uint16Array'
+  | 'Int16Array'
+  | 'Uint32Array'
+  | 'Int32Array'
+  | 'Float32Array'
+  | 'Float64Array'
+  | 'BigInt64Array'
+  | 'BigUint64Array';
 
 /** One stored item, as the repository hands it to the interceptor. */
 export interface IdempotencyRecord {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { fingerprintValue, recordKey } from './fingerprint';
 import { IdempotencyClock } from './idempotency.clock';
 import {
@@ -12,31 +12,37 @@ import {
   IdempotencyStoreUnavailableError,
 } from './idempotency.errors';
 import { validateKey } from './idempotency-key';
-import { positiveSeconds, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
 import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { LeaseHeartbeat } from './lease-heartbeat';
 import { ReplayCache } from './replay-cache';
 import { ClaimResult, IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
 import { replayedBody, storedResult } from './stored-response.codec';
 
 /** Options of `IdempotencyService.execute()`. */
-export interface ExecuteOptions {
+export interface ExecuteOptions extends CallSettings {
+  /**
+   * What the function does (`'charge-card'`): part of the record key, so two different functions given the same
+   * key (a message id, say) never share a record.
+   */
+  operation: string;
   /** The caller's key, e.g. a message id. Validated like an HTTP key (1–255 characters, no control characters). */
   key: string;
   /** What makes two calls "the same": any JSON value (e.g. the message payload). A different one is a mismatch. */
   fingerprint?: unknown;
   /** Namespace for the key (a tenant, a consumer name). */
   scope?: string;
-  ttlSeconds?: number;
-  pendingTtlSeconds?: number;
-  /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
-  waitMs?: number;
 }
 
 /** Per-call settings; undefined fields fall back to the module's options. */
 export interface CallSettings {
   ttlSeconds?: number;
   pendingTtlSeconds?: number;
+  maxLeaseSeconds?: number;
+  /** `IdempotencyInFlightError.retryAfterSeconds` (the 409's `Retry-After`). */
+  retryAfterSeconds?: number;
+  /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
   waitMs?: number;
 }
 
@@ -46,6 +52,8 @@ export interface ProtectedCall {
   recordKey: string;
   fingerprint: string;
   leaseSeconds: number;
+  maxLeaseSeconds: number;
+  retryAfterSeconds: number;
   ttlSeconds: number;
   waitMs: number;
 }
@@ -54,8 +62,13 @@ export interface ProtectedCall {
 export interface ProtectedWork<T> {
   /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
   describe(): ProtectedCall | undefined;
-  /** Runs the work once: its result, and what to store for replays (undefined: cannot be stored). */
-  execute(): Promise<{ result: T; stored: StoredResponse | undefined }>;
+  /** Runs the work once. */
+  execute(): Promise<T>;
+  /**
+   * What to store for replays of a result (`bodyOmitted` when it cannot be replayed). Called after the work
+   * succeeded: if it throws, the work is still recorded as done, without a body.
+   */
+  capture(result: T): StoredResponse;
   /** Turns a stored response back into a result for a duplicate. */
   replay(stored: StoredResponse): T;
 }
@@ -91,14 +104,18 @@ type Acquired = { claimToken: string; flight: Flight } | { replay: StoredRespons
  *
  * @example
  * ```ts
- * const receipt = await idempotency.execute({ key: message.id, fingerprint: message.body }, () => charge(message));
+ * const receipt = await idempotency.execute(
+ *   { operation: 'charge-card', key: message.id, fingerprint: message.body },
+ *   () => charge(message),
+ * );
  * ```
  */
 @Injectable()
-export class IdempotencyService {
+export class IdempotencyService implements OnApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
   private readonly cache: ReplayCache;
   private readonly flights = new Map<string, Flight>();
+  private readonly heartbeats = new Set<LeaseHeartbeat>();
 
   constructor(
     private readonly repository: IdempotencyRepository,
@@ -115,45 +132,54 @@ export class IdempotencyService {
    * `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError` instead of running `fn` again.
    */
   async execute<T>(options: ExecuteOptions, fn: () => T | Promise<T>): Promise<T> {
+    const { operation } = options;
+    if (typeof operation !== 'string' || operation.length === 0) {
+      throw new TypeError('IdempotencyService.execute needs an operation name (e.g. { operation: \'charge-card\', key }).');
+    }
+    validateCallSettings(options, `IdempotencyService.execute(${operation})`);
     return this.run<T>({
       describe: () => {
         const key = validateKey(options.key);
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-        return this.call(recordKey('execute', options.scope, key), fingerprintValue(options.fingerprint), options);
+        return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), options);
       },
-      execute: async () => {
-        const result = await fn();
-        return { result, stored: storedResult(result) };
-      },
+      execute: async () => fn(),
+      capture: storedResult,
       replay: (stored) => replayedBody(stored) as T,
     });
   }
 
-  /** Fills a call's settings from the module's options, validating overrides. */
+  /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings): ProtectedCall {
-    const seconds = (name: 'ttlSeconds' | 'pendingTtlSeconds') =>
-      settings[name] === undefined ? this.options[name] : positiveSeconds(name, settings[name]);
     return {
       recordKey,
       fingerprint,
-      leaseSeconds: seconds('pendingTtlSeconds'),
-      ttlSeconds: seconds('ttlSeconds'),
+      leaseSeconds: settings.pendingTtlSeconds ?? this.options.pendingTtlSeconds,
+      maxLeaseSeconds: settings.maxLeaseSeconds ?? this.options.maxLeaseSeconds,
+      retryAfterSeconds: settings.retryAfterSeconds ?? this.options.retryAfterSeconds,
+      ttlSeconds: settings.ttlSeconds ?? this.options.ttlSeconds,
       waitMs: settings.waitMs ?? 0,
     };
+  }
+
+  /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */
+  onApplicationShutdown(): void {
+    for (const heartbeat of this.heartbeats) heartbeat.stop();
+    this.heartbeats.clear();
   }
 
   /** The protocol. Every outcome is counted in `idempotency_requests_total`. */
   async run<T>(work: ProtectedWork<T>): Promise<T> {
     try {
       const call = work.describe();
-      if (!call) return (await work.execute()).result;
+      if (!call) return await work.execute();
       const acquired = await this.acquire(call);
       if ('replay' in acquired) {
         this.telemetry.request('replayed');
         return work.replay(acquired.replay);
       }
       try {
-        return await this.runAsOwner(call, acquired.claimToken, work);
+        return await this.runAsOwner(call, acquired.claimToken, work, acquired.flight);
       } finally {
         this.forget(call.recordKey, acquired.flight);
       }
@@ -190,7 +216,7 @@ export class IdempotencyService {
           return { replay: response };
         }
         const waitLeft = waitUntil - performance.now();
-        if (waitLeft <= 0) throw new IdempotencyInFlightError(Math.max(1, existing.expiresAt - this.clock.nowSeconds()));
+        if (waitLeft <= 0) throw new IdempotencyInFlightError(this.retryAfter(call, existing));
         if (local) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
           await settledWithin(flight.settled, waitLeft);
@@ -250,29 +276,67 @@ export class IdempotencyService {
     flight.settle();
   }
 
-  /** Runs the work as the key's owner, then records the outcome before the result is handed back. */
-  private async runAsOwner<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>): Promise<T> {
-    let execution: Awaited<ReturnType<ProtectedWork<T>['execute']>>;
+  /**
+   * Runs the work as the key's owner, its lease renewed meanwhile, then records the outcome before the result is
+   * handed back. Once the work has succeeded the key is never released for a re-run: a result that cannot be stored
+   * completes the record without a body.
+   */
+  private async runAsOwner<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>, flight: Flight): Promise<T> {
+    const heartbeat = new LeaseHeartbeat(this.repository, this.telemetry, {
+      key: call.recordKey,
+      claimToken,
+      leaseSeconds: call.leaseSeconds,
+      maxLeaseSeconds: call.maxLeaseSeconds,
+      renewed: (expiresAt) => (flight.leaseEndsAt = expiresAt),
+    });
+    this.heartbeats.add(heartbeat);
     try {
-      execution = await work.execute();
+      let result: T;
+      try {
+        result = await work.execute();
+      } catch (error) {
+        this.telemetry.request('executed');
+        await this.release(call, claimToken);
+        throw error;
+      }
+      const stored = this.captured(call, work, result);
+      const completion = await this.complete(call, claimToken, stored);
+      if (completion?.ok) {
+        this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
+      }
+      this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+      return result;
+    } finally {
+      heartbeat.stop();
+      this.heartbeats.delete(heartbeat);
+    }
+  }
+
+  /** What to store for a result; a result that cannot be stored (or whose capture throws) is recorded without a body. */
+  private captured<T>(call: ProtectedCall, work: ProtectedWork<T>, result: T): StoredResponse {
+    let stored: StoredResponse;
+    try {
+      stored = work.capture(result);
     } catch (error) {
-      this.telemetry.request('executed');
-      await this.release(call, claimToken);
-      throw error;
+      stored = { statusCode: 200, headers: {}, bodyOmitted: true };
+      this.logger.error({ msg: 'capturing the result failed', key: call.recordKey, error: String(error) });
     }
-    if (!execution.stored) {
-      this.telemetry.request('executed');
-      this.logger.warn({ msg: 'result cannot be stored for replay (a stream, or not JSON); claim released', key: call.recordKey });
-      await this.release(call, claimToken);
-      return execution.result;
+    if (stored.bodyOmitted) {
+      this.logger.warn({
+        msg: 'result cannot be stored for replay (a raw stream, or not JSON): recorded as done without a body; duplicates get 409 response-not-stored',
+        key: call.recordKey,
+      });
     }
-    const completion = await this.complete(call, claimToken, execution.stored);
-    if (completion?.ok) {
-      const expiresAt = this.clock.nowSeconds() + call.ttlSeconds;
-      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: execution.stored });
-    }
-    this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
-    return execution.result;
+    return stored;
+  }
+
+  /**
+   * `Retry-After` for a duplicate of a running call: the route's `retryAfterSeconds`, but never past the moment the
+   * owner's lease could be taken over. A claim succeeds once `expires_at < now` (whole seconds), so that moment is
+   * `expires_at + 1`.
+   */
+  private retryAfter(call: ProtectedCall, owner: IdempotencyRecord): number {
+    return Math.max(1, Math.min(call.retryAfterSeconds, owner.expiresAt + 1 - this.clock.nowSeconds()));
   }
 
   /**
@@ -312,7 +376,9 @@ export class IdempotencyService {
       const result = await retryThroughStoreFaults(() =>
         this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds }),
       );
-      if (!result.ok) this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
+      if (!result.ok && result.reason !== 'already_failed') {
+        this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
+      }
     } catch (error) {
       this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
     }

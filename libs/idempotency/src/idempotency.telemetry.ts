@@ -16,7 +16,7 @@ export type RequestOutcome =
   | 'store_unavailable'
   | 'lease_lost';
 
-export type StoreOperation = 'claim' | 'complete' | 'fail' | 'get' | 'scan';
+export type StoreOperation = 'claim' | 'complete' | 'fail' | 'renew' | 'get' | 'scan';
 
 /** The reconciler's last findings for one table. */
 export interface SweepFindings {
@@ -40,6 +40,9 @@ export class IdempotencyTelemetry {
   private readonly completionRace = this.meter.createCounter('dedup_concurrent_completion_race_total', {
     description: 'Benign races on PENDING → COMPLETED: the same claim had already completed the record',
   });
+  private readonly renewalRefused = this.meter.createCounter('dedup_lease_renewal_refused_total', {
+    description: 'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
+  });
   private readonly requests = this.meter.createCounter('idempotency_requests_total', {
     description: 'Requests on idempotent routes, by outcome',
   });
@@ -54,6 +57,7 @@ export class IdempotencyTelemetry {
     // Series that must stay 0 are exported from the start, so an alert on them has something to watch.
     this.duplicateReexecution.add(0);
     this.completionRace.add(0);
+    this.renewalRefused.add(0);
     const stuck = this.meter.createObservableGauge('dedup_stuck_pending_total', {
       description: 'PENDING items whose lease has passed, found by the last reconciler sweep',
     });
@@ -68,12 +72,16 @@ export class IdempotencyTelemetry {
     this.requests.add(1, { outcome });
   }
 
-  conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail'): void {
+  conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
     this.conditionalWriteRejected.add(1, { table, operation });
   }
 
   reexecutionDetected(): void {
     this.duplicateReexecution.add(1);
+  }
+
+  leaseRenewalRefused(): void {
+    this.renewalRefused.add(1);
   }
 
   completionRaced(): void {

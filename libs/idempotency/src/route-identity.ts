@@ -1,5 +1,5 @@
-import { ExecutionContext } from '@nestjs/common';
-import { PATH_METADATA } from '@nestjs/common/constants';
+import { ExecutionContext, VERSION_NEUTRAL, VersioningOptions, VersioningType } from '@nestjs/common';
+import { PATH_METADATA, VERSION_METADATA } from '@nestjs/common/constants';
 
 /**
  * The route template (`/orders/:id`), from the controller and handler metadata rather than the URL, so that
@@ -35,4 +35,51 @@ function readRouteTemplate(context: ExecutionContext): string {
 export function rpcPattern(context: ExecutionContext): string {
   const patterns: unknown = Reflect.getMetadata('microservices:pattern', context.getHandler());
   return JSON.stringify(patterns ?? `${context.getClass().name}.${context.getHandler().name}`);
+}
+
+/**
+ * The API version that served a request (`'2'`), or undefined for an unversioned route, so that `/v1/orders` and
+ * `/v2/orders` (or the same path under header, media-type or custom versioning) never share a record. A handler
+ * declaring one version answers only that one; one declaring several, or `VERSION_NEUTRAL`, answers the version the
+ * request asked for, read the way Nest's router reads it.
+ */
+export function requestVersion(context: ExecutionContext, request: any, versioning: VersioningOptions | undefined): string | undefined {
+  if (!versioning) return undefined;
+  const declared: unknown =
+    Reflect.getMetadata(VERSION_METADATA, context.getHandler()) ??
+    Reflect.getMetadata(VERSION_METADATA, context.getClass()) ??
+    versioning.defaultVersion;
+  if (declared === undefined) return undefined;
+  const versions = ([declared].flat() as Array<string | symbol>).map((version) =>
+    version === VERSION_NEUTRAL ? NEUTRAL : String(version),
+  );
+  if (versions.length === 1) return versions[0];
+  return requestedVersions(request, versioning).find((version) => versions.includes(version)) ?? NEUTRAL;
+}
+
+/** How a version-neutral route's requests without a (known) version are told apart from versioned ones. */
+const NEUTRAL = 'neutral';
+
+function requestedVersions(request: any, versioning: VersioningOptions): string[] {
+  const headers = request.headers ?? {};
+  switch (versioning.type) {
+    case VersioningType.URI: {
+      const prefix = versioning.prefix === false ? '' : (versioning.prefix ?? 'v');
+      const path = String(request.originalUrl ?? request.url ?? '').split('?')[0];
+      return path
+        .split('/')
+        .filter((segment) => segment.startsWith(prefix))
+        .map((segment) => segment.slice(prefix.length));
+    }
+    case VersioningType.HEADER:
+      return [headers[versioning.header.toLowerCase()]].flat().filter(Boolean).map(String);
+    case VersioningType.MEDIA_TYPE: {
+      // As Nest's router reads it: the first parameter of Accept, after the configured key (`v=`).
+      const parameter = String(headers.accept ?? '').split(';')[1];
+      const version = parameter?.split(versioning.key)[1];
+      return version ? [version] : [];
+    }
+    case VersioningType.CUSTOM:
+      return [versioning.extractor(request)].flat().map(String);
+  }
 }

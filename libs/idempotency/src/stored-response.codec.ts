@@ -1,39 +1,91 @@
+import { Readable } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { StreamableFile } from '@nestjs/common';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from './idempotency.constants';
-import { StoredResponse } from './idempotency.record';
+import { BinaryBodyType, StoredResponse } from './idempotency.record';
 
-type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64'>;
+type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted'>;
 
 /**
  * The body of a result as it will be stored: the JSON the client receives (Dates as strings, `toJSON` applied),
- * Buffers as base64, `undefined` as no body. Undefined when it cannot be replayed faithfully: streams, and
- * values JSON cannot represent (BigInt, cycles).
+ * binary values as base64 with their type, `undefined` as no body. Values that cannot be replayed faithfully
+ * (a raw stream, BigInt, a cycle) are `bodyOmitted`: the work is done, so it is never run again for them.
+ * A `StreamableFile` must have been buffered first (`bufferedFile`).
  */
-export function storableBody(value: unknown): StoredBody | undefined {
-  if (value instanceof StreamableFile || typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return undefined;
+export function storableBody(value: unknown): StoredBody {
+  if (value instanceof StreamableFile) {
+    const bytes = fileBytes.get(value);
+    if (!bytes) return { bodyOmitted: true };
+    return { bodyBase64: bytes.toString('base64'), bodyType: 'StreamableFile', fileOptions: { ...value.options } };
+  }
   if (Buffer.isBuffer(value)) return { bodyBase64: value.toString('base64') };
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    const bytes = ArrayBuffer.isView(value)
+      ? Buffer.from(value.buffer, value.byteOffset, value.byteLength)
+      : Buffer.from(value as ArrayBuffer);
+    return { bodyBase64: bytes.toString('base64'), bodyType: value.constructor.name as BinaryBodyType };
+  }
+  if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return { bodyOmitted: true };
   if (value === undefined) return {};
   try {
     return { body: JSON.parse(JSON.stringify(value) ?? 'null') };
   } catch {
-    return undefined;
+    return { bodyOmitted: true };
   }
 }
 
-/** A result that is not an HTTP response (a function's, a message handler's), stored as a 200 with no headers. */
-export function storedResult(value: unknown): StoredResponse | undefined {
-  const body = storableBody(value);
-  return body && { statusCode: 200, headers: {}, ...body };
-}
+/** The bytes of the `StreamableFile`s made by `bufferedFile`, so that they can be both sent and stored. */
+const fileBytes = new WeakMap<StreamableFile, Buffer>();
 
 /**
- * The value to hand back on a replay: a copy, so that whatever happens to it downstream (an outer interceptor
- * that edits the response) cannot change what the next replay of a cached record returns.
+ * Reads a `StreamableFile` into memory and hands back an equivalent one (same options) that sends those bytes:
+ * the stream can only be read once, and the replay must send the same bytes.
+ */
+export async function bufferedFile(file: StreamableFile): Promise<StreamableFile> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of file.getStream() as Readable) chunks.push(Buffer.from(chunk));
+  const bytes = Buffer.concat(chunks);
+  const buffered = new StreamableFile(bytes, file.options);
+  fileBytes.set(buffered, bytes);
+  return buffered;
+}
+
+/** A result that is not an HTTP response (a function's, a message handler's), stored as a 200 with no headers. */
+export function storedResult(value: unknown): StoredResponse {
+  return { statusCode: 200, headers: {}, ...storableBody(value) };
+}
+
+const TYPED_ARRAYS = {
+  Uint8Array,
+  Uint8ClampedArray,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+} as const;
+
+/**
+ * The value to hand back on a replay, of the type the first response was: a copy, so that whatever happens to it
+ * downstream (an outer interceptor that edits the response) cannot change what the next replay returns.
  */
 export function replayedBody(stored: StoredResponse): unknown {
-  if (stored.bodyBase64 !== undefined) return Buffer.from(stored.bodyBase64, 'base64');
+  if (stored.bodyBase64 !== undefined) return binaryBody(Buffer.from(stored.bodyBase64, 'base64'), stored);
   return stored.body !== null && typeof stored.body === 'object' ? structuredClone(stored.body) : stored.body;
+}
+
+function binaryBody(bytes: Buffer, stored: StoredResponse): unknown {
+  const type = stored.bodyType ?? 'Buffer';
+  if (type === 'Buffer') return bytes;
+  if (type === 'StreamableFile') return new StreamableFile(bytes, stored.fileOptions);
+  const copy = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  if (type === 'ArrayBuffer') return copy;
+  if (type === 'DataView') return new DataView(copy);
+  return new TYPED_ARRAYS[type](copy);
 }
 
 /** The `response` attribute: JSON text (S), gzipped JSON (B) once it is large. */

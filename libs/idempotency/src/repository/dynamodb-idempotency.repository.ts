@@ -17,6 +17,8 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  refusal,
+  RenewInput,
   ScanInput,
   TransitionResult,
 } from './idempotency.repository';
@@ -111,21 +113,23 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
 
   async complete({ key, claimToken, response, ttlSeconds }: CompleteInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition('complete', key, claimToken, {
+    return this.transition('complete', key, claimToken, now + ttlSeconds, {
       UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
-      ExpressionAttributeValues: {
-        ':completed': 'COMPLETED',
-        ':response': this.encodeWithinItemLimit(response),
-        ':expiresAt': now + ttlSeconds,
-        ':now': now,
-      },
+      ExpressionAttributeValues: { ':completed': 'COMPLETED', ':response': this.encodeWithinItemLimit(response), ':now': now },
     });
   }
 
   async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
-    return this.transition('fail', key, claimToken, {
+    return this.transition('fail', key, claimToken, this.clock.nowSeconds() + ttlSeconds, {
       UpdateExpression: 'SET #s = :failed, expires_at = :expiresAt',
-      ExpressionAttributeValues: { ':failed': 'FAILED', ':expiresAt': this.clock.nowSeconds() + ttlSeconds },
+      ExpressionAttributeValues: { ':failed': 'FAILED' },
+    });
+  }
+
+  async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
+    return this.transition('renew', key, claimToken, this.clock.nowSeconds() + leaseSeconds, {
+      UpdateExpression: 'SET expires_at = :expiresAt',
+      ExpressionAttributeValues: {},
     });
   }
 
@@ -156,11 +160,12 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     } while (ExclusiveStartKey);
   }
 
-  /** Complete and fail: an UpdateItem guarded by ownership; a failed guard is re-read and explained. */
+  /** Complete, fail and renew: an UpdateItem guarded by ownership; a failed guard is re-read and explained. */
   private async transition(
-    operation: 'complete' | 'fail',
+    operation: 'complete' | 'fail' | 'renew',
     key: string,
     claimToken: string,
+    expiresAt: number,
     update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
   ): Promise<TransitionResult> {
     try {
@@ -172,17 +177,20 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
           UpdateExpression: update.UpdateExpression,
           ConditionExpression: OWNED_BY_CLAIM,
           ExpressionAttributeNames: operation === 'complete' ? NAMES : { '#s': 'status' },
-          ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':pending': 'PENDING', ':token': claimToken },
+          ExpressionAttributeValues: {
+            ...update.ExpressionAttributeValues,
+            ':expiresAt': expiresAt,
+            ':pending': 'PENDING',
+            ':token': claimToken,
+          },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      return { ok: true };
+      return { ok: true, expiresAt };
     } catch (error) {
       if (!isConditionalCheckFailed(error)) throw error;
       this.telemetry.conditionRejected(this.tableName, operation);
-      const current = await this.existingAfterFailedCondition(key, error);
-      const sameClaimCompleted = current?.status === 'COMPLETED' && current.claimToken === claimToken;
-      return { ok: false, reason: sameClaimCompleted ? 'already_completed' : 'lease_lost', current };
+      return refusal(claimToken, await this.existingAfterFailedCondition(key, error));
     }
   }
 

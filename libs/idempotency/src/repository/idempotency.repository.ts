@@ -26,6 +26,13 @@ export interface FailInput {
   ttlSeconds: number;
 }
 
+export interface RenewInput {
+  key: string;
+  claimToken: string;
+  /** The lease is extended to now + this many seconds. */
+  leaseSeconds: number;
+}
+
 export interface GetInput {
   key: string;
 }
@@ -36,13 +43,22 @@ export interface ScanInput {
 }
 
 /**
- * The outcome of a guarded transition (complete or fail).
- * `already_completed`: this same claim had already completed the record (for example an SDK retry of a
- * write that landed): benign. `lease_lost`: another claim owns the record now; it was not touched.
+ * The outcome of a guarded transition (complete, fail or renew). `expiresAt` is the `expires_at` that was written.
+ * `already_completed` / `already_failed`: this same claim had already completed or failed the record (for example
+ * an SDK retry of a write that landed): benign. `lease_lost`: another claim owns the record now, or it is gone; it
+ * was not touched.
  */
 export type TransitionResult =
-  | { ok: true }
-  | { ok: false; reason: 'already_completed' | 'lease_lost'; current?: IdempotencyRecord };
+  | { ok: true; expiresAt: number }
+  | { ok: false; reason: 'already_completed' | 'already_failed' | 'lease_lost'; current?: IdempotencyRecord };
+
+/** Why a guarded write on `claimToken` was refused, from the record as it is now. */
+export function refusal(claimToken: string, current: IdempotencyRecord | undefined): TransitionResult & { ok: false } {
+  const ours = current?.claimToken === claimToken;
+  if (ours && current?.status === 'COMPLETED') return { ok: false, reason: 'already_completed', current };
+  if (ours && current?.status === 'FAILED') return { ok: false, reason: 'already_failed', current };
+  return { ok: false, reason: 'lease_lost', current };
+}
 
 /**
  * Where idempotency records live. An abstract class so that it is its own DI token:
@@ -63,6 +79,9 @@ export abstract class IdempotencyRepository {
 
   /** PENDING → FAILED, only while `claimToken` still owns the record. A FAILED key is claimable at once. */
   abstract fail(input: FailInput): Promise<TransitionResult>;
+
+  /** Extends a PENDING record's lease (the owner's heartbeat), only while `claimToken` still owns it. */
+  abstract renew(input: RenewInput): Promise<TransitionResult>;
 
   /** A strongly consistent read of the record, or undefined if there is none. */
   abstract get(input: GetInput): Promise<IdempotencyRecord | undefined>;

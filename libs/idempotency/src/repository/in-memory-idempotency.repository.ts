@@ -8,6 +8,8 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  refusal,
+  RenewInput,
   ScanInput,
   TransitionResult,
 } from './idempotency.repository';
@@ -57,6 +59,11 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return this.transition(key, claimToken, (record) => ({ ...record, status: 'FAILED', expiresAt: now + ttlSeconds }));
   }
 
+  async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
+    const now = this.clock.nowSeconds();
+    return this.transition(key, claimToken, (record) => ({ ...record, expiresAt: now + leaseSeconds }));
+  }
+
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
     const record = this.records.get(key);
     return record && structuredClone(record);
@@ -74,11 +81,10 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   ): TransitionResult {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
-      this.records.set(key, next(record));
-      return { ok: true };
+      const updated = next(record);
+      this.records.set(key, updated);
+      return { ok: true, expiresAt: updated.expiresAt };
     }
-    const current = record && structuredClone(record);
-    const sameClaimCompleted = record?.status === 'COMPLETED' && record.claimToken === claimToken;
-    return { ok: false, reason: sameClaimCompleted ? 'already_completed' : 'lease_lost', current };
+    return refusal(claimToken, record && structuredClone(record));
   }
 }
