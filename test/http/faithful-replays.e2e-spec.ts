@@ -55,7 +55,7 @@ async function start(
       controllers,
       providers: (extra.providers ?? []) as never[],
     },
-    configure,
+    { configure },
   );
   return Object.assign(test, { tableName });
 }

@@ -62,7 +62,10 @@ export function describeRepositoryContract(
       const key = newKey();
       const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
       if (!claim.claimed) throw new Error('claim lost');
-      expect(await repository.complete({ key, claimToken: claim.claimToken, response, ttlSeconds: 3600 })).toEqual({ ok: true });
+      expect(await repository.complete({ key, claimToken: claim.claimToken, response, ttlSeconds: 3600 })).toEqual({
+        ok: true,
+        expiresAt: clock.nowSeconds() + 3600,
+      });
 
       const duplicate = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
       expect(duplicate).toMatchObject({
@@ -104,7 +107,7 @@ export function describeRepositoryContract(
       const key = newKey();
       const first = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
       if (!first.claimed) throw new Error('claim lost');
-      expect(await repository.fail({ key, claimToken: first.claimToken, ttlSeconds: 300 })).toEqual({ ok: true });
+      expect(await repository.fail({ key, claimToken: first.claimToken, ttlSeconds: 300 })).toEqual({ ok: true, expiresAt: clock.nowSeconds() + 300 });
       expect(await repository.get({ key })).toMatchObject({ status: 'FAILED', expiresAt: clock.nowSeconds() + 300 });
 
       const retry = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
@@ -134,7 +137,7 @@ export function describeRepositoryContract(
       });
       expect(orphanWrite).toMatchObject({ ok: false, reason: 'lease_lost' });
       expect(await repository.fail({ key, claimToken: orphan.claimToken, ttlSeconds: 300 })).toMatchObject({ ok: false });
-      expect(await repository.complete({ key, claimToken: successor.claimToken, response, ttlSeconds: 3600 })).toEqual({ ok: true });
+      expect(await repository.complete({ key, claimToken: successor.claimToken, response, ttlSeconds: 3600 })).toMatchObject({ ok: true });
       expect((await repository.get({ key }))?.response).toEqual(response);
     });
 
@@ -155,6 +158,54 @@ export function describeRepositoryContract(
         await repository.complete({ key, claimToken: claim.claimToken, response: stored, ttlSeconds: 60 });
         expect((await repository.get({ key }))?.response).toEqual(stored);
       }
+    });
+
+    it('renews the lease for its owner only, and refuses it once the owner is taken over', async () => {
+      const key = newKey();
+      const owner = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 10 });
+      if (!owner.claimed) throw new Error('claim lost');
+      clock.advanceSeconds(8);
+      expect(await repository.renew({ key, claimToken: owner.claimToken, leaseSeconds: 10 })).toEqual({
+        ok: true,
+        expiresAt: clock.nowSeconds() + 10,
+      });
+      clock.advanceSeconds(8); // past the first lease, within the renewed one
+      expect(await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 10 })).toMatchObject({ claimed: false });
+      expect(await repository.renew({ key, claimToken: 'someone-else', leaseSeconds: 10 })).toMatchObject({ ok: false, reason: 'lease_lost' });
+
+      clock.advanceSeconds(11); // the owner stopped renewing (paused): a successor takes over
+      const successor = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 10 });
+      expect(successor.claimed).toBe(true);
+      expect(await repository.renew({ key, claimToken: owner.claimToken, leaseSeconds: 10 })).toMatchObject({
+        ok: false,
+        reason: 'lease_lost',
+        current: { status: 'PENDING', claimToken: successor.claimed && successor.claimToken },
+      });
+    });
+
+    it('explains a write that this same claim had already made: already_completed, already_failed', async () => {
+      const done = newKey();
+      const completing = await repository.claim({ key: done, fingerprint: 'fp', leaseSeconds: 10 });
+      if (!completing.claimed) throw new Error('claim lost');
+      await repository.complete({ key: done, claimToken: completing.claimToken, response, ttlSeconds: 60 });
+      expect(await repository.complete({ key: done, claimToken: completing.claimToken, response, ttlSeconds: 60 })).toMatchObject({
+        ok: false,
+        reason: 'already_completed',
+      });
+      expect(await repository.renew({ key: done, claimToken: completing.claimToken, leaseSeconds: 10 })).toMatchObject({
+        ok: false,
+        reason: 'already_completed',
+      });
+
+      const failed = newKey();
+      const failing = await repository.claim({ key: failed, fingerprint: 'fp', leaseSeconds: 10 });
+      if (!failing.claimed) throw new Error('claim lost');
+      await repository.fail({ key: failed, claimToken: failing.claimToken, ttlSeconds: 60 });
+      // A retried release whose first attempt landed: benign, not a lost lease.
+      expect(await repository.fail({ key: failed, claimToken: failing.claimToken, ttlSeconds: 60 })).toMatchObject({
+        ok: false,
+        reason: 'already_failed',
+      });
     });
 
     it('returns undefined for a key it has never seen', async () => {

@@ -79,14 +79,14 @@ describe('IdempotencyService.execute on dynalite', () => {
     );
   });
 
-  it('reports a call still running as in flight, with the seconds left on its lease', async () => {
+  it('reports a call still running as in flight, with its retryAfterSeconds', async () => {
     const key = newKey();
     let finish!: () => void;
     const first = service.execute({ operation: 'test', key, pendingTtlSeconds: 30 }, () => new Promise<string>((resolve) => (finish = () => resolve('done'))));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    const duplicate = service.execute({ operation: 'test', key }, async () => 'second');
+    const duplicate = service.execute({ operation: 'test', key, retryAfterSeconds: 7 }, async () => 'second');
     await expect(duplicate).rejects.toBeInstanceOf(IdempotencyInFlightError);
-    await expect(duplicate).rejects.toMatchObject({ retryAfterSeconds: 30 });
+    await expect(duplicate).rejects.toMatchObject({ retryAfterSeconds: 7 });
     finish();
     expect(await first).toBe('done');
     expect(await service.execute({ operation: 'test', key }, async () => 'third')).toBe('done');

@@ -18,15 +18,15 @@ export interface TestApp {
 }
 
 /**
- * Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module.
- * `configure` runs before the app starts (global interceptors, versioning).
+ * Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module
+ * (`realTime` keeps the wall clock). `configure` runs before the app starts (global interceptors, versioning).
  */
 export async function startApp(
   platform: Platform,
   metadata: ModuleMetadata,
-  configure: (app: INestApplication) => void = () => undefined,
+  { configure = () => undefined, realTime = false }: { configure?: (app: INestApplication) => void; realTime?: boolean } = {},
 ): Promise<TestApp> {
-  const clock = new FakeClock();
+  const clock = realTime ? new WallClock() : new FakeClock();
   const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
     logger: false,
@@ -41,6 +41,17 @@ export async function startApp(
     get: (token) => app.get(token),
     close: () => app.close(),
   };
+}
+
+/** The wall clock, with the fake clock's interface (moving it is refused). */
+class WallClock extends FakeClock {
+  override nowMs(): number {
+    return Date.now();
+  }
+
+  override advanceSeconds(): void {
+    throw new Error('this app runs in real time');
+  }
 }
 
 /** A POST with a JSON body and optional idempotency key; returns status, headers and the raw body text. */

@@ -1,0 +1,45 @@
+import { Controller, INestApplication } from '@nestjs/common';
+import { ClientProxy, ClientProxyFactory, MessagePattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
+import { lastValueFrom } from 'rxjs';
+import { freePort } from '../../apps/orders-api/src/orders-api';
+
+@Controller()
+class RiskyConsumer {
+  @MessagePattern('risky')
+  @Idempotent({ key: (message: { id: string }) => message.id.toUpperCase() })
+  handle(@Payload() message: { id: string }) {
+    return { handled: message.id };
+  }
+}
+
+describe('message handler keys', () => {
+  let app: INestApplication;
+  let client: ClientProxy;
+  beforeAll(async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+      controllers: [RiskyConsumer],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    const options = { host: '127.0.0.1', port: await freePort() };
+    app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options });
+    await app.startAllMicroservices();
+    await app.init();
+    client = ClientProxyFactory.create({ transport: Transport.TCP, options });
+    await client.connect();
+  });
+  afterAll(async () => {
+    client.close();
+    await app.close();
+  });
+
+  it('answers a key function that throws with the key-invalid problem, never a raw error', async () => {
+    await expect(lastValueFrom(client.send('risky', { noId: true }))).rejects.toMatchObject({
+      type: ProblemType.keyInvalid,
+      status: 400,
+    });
+    expect(await lastValueFrom(client.send('risky', { id: 'm-1' }))).toEqual({ handled: 'm-1' });
+  });
+});

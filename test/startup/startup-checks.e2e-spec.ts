@@ -1,0 +1,126 @@
+import { Controller, Injectable, Next, Post, Res, SetMetadata, Sse } from '@nestjs/common';
+import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, IdempotentOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { Observable, of } from 'rxjs';
+import { PLATFORMS, startApp } from '../support/app';
+
+/** Startup refuses what cannot be protected or is misconfigured, naming the handler; it never answers 500s later. */
+const boot = (platform: (typeof PLATFORMS)[number], controllers: unknown[], providers: unknown[] = [], module: IdempotencyModuleOptions = {}) =>
+  startApp(platform, {
+    imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), ...module })],
+    controllers: controllers as never[],
+    providers: providers as never[],
+  });
+
+@Controller('raw')
+class RawResponseController {
+  @Post()
+  @Idempotent()
+  create(@Res() res: { status(code: number): { send(body: string): void } }) {
+    res.status(201).send('written by hand');
+  }
+}
+
+@Controller('next')
+class NextController {
+  @Post()
+  @Idempotent()
+  create(@Next() next: () => void) {
+    next();
+  }
+}
+
+@Controller('events')
+class EventsController {
+  @Sse()
+  @Idempotent()
+  stream(): Observable<{ data: string }> {
+    return of({ data: 'tick' });
+  }
+}
+
+/** What `@SubscribeMessage('pay')` of @nestjs/websockets writes on a gateway method. */
+@Injectable()
+class PaymentsGateway {
+  @SetMetadata('message', 'pay')
+  @Idempotent()
+  onPay() {
+    return 'paid';
+  }
+}
+
+/** What `@Mutation()` of @nestjs/graphql writes on a resolver method. */
+@Injectable()
+class OrdersResolver {
+  @SetMetadata('graphql:resolver_type', 'Mutation')
+  @Idempotent()
+  createOrder() {
+    return { id: '1' };
+  }
+}
+
+function routeWith(options: IdempotentOptions) {
+  @Controller('configured')
+  class ConfiguredController {
+    @Post()
+    @Idempotent(options)
+    create() {
+      return { ok: true };
+    }
+  }
+  return ConfiguredController;
+}
+
+describe.each(PLATFORMS)('startup checks on %s', (platform) => {
+  it('refuses @Res() without passthrough, naming the handler and the fix', async () => {
+    await expect(boot(platform, [RawResponseController])).rejects.toThrow(
+      /RawResponseController\.create: @Res\(\) without passthrough .* use @Res\(\{ passthrough: true \}\)/,
+    );
+  });
+
+  it('refuses @Next()', async () => {
+    await expect(boot(platform, [NextController])).rejects.toThrow(/NextController\.create: @Next\(\)/);
+  });
+
+  it('refuses an @Sse() route', async () => {
+    await expect(boot(platform, [EventsController])).rejects.toThrow(/EventsController\.stream: @Sse\(\) routes/);
+  });
+
+  it('refuses a WebSocket gateway handler and a GraphQL resolver', async () => {
+    await expect(boot(platform, [], [PaymentsGateway])).rejects.toThrow(/PaymentsGateway\.onPay: WebSocket gateway handlers are not supported/);
+    await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(/OrdersResolver\.createOrder: GraphQL resolvers are not supported/);
+  });
+
+  it.each([
+    [{ ttlSeconds: -5 }, /ConfiguredController\.create: idempotency option ttlSeconds must be a positive whole number of seconds, got -5/],
+    [{ pendingTtlSeconds: 1.5 }, /ConfiguredController\.create: idempotency option pendingTtlSeconds .* got 1\.5/],
+    [{ maxLeaseSeconds: 0 }, /ConfiguredController\.create: idempotency option maxLeaseSeconds .* got 0/],
+    [{ retryAfterSeconds: Number.NaN }, /ConfiguredController\.create: idempotency option retryAfterSeconds .* got NaN/],
+    [{ waitMs: -1 }, /ConfiguredController\.create: idempotency option waitMs .* got -1/],
+  ] as Array<[IdempotentOptions, RegExp]>)('refuses the route option %j', async (options, message) => {
+    await expect(boot(platform, [routeWith(options)])).rejects.toThrow(message);
+  });
+
+  it.each([
+    [{ replayCache: { maxEntries: Number.NaN } }, /replayCache\.maxEntries must be a positive whole number of entries, got NaN/],
+    [{ replayCache: { maxEntries: 0 } }, /replayCache\.maxEntries .* got 0/],
+    [{ replayCache: { maxEntries: -10 } }, /replayCache\.maxEntries .* got -10/],
+    [{ reconcileIntervalSeconds: 0 }, /reconcileIntervalSeconds .* got 0/],
+    [{ maxLeaseSeconds: -1 }, /maxLeaseSeconds .* got -1/],
+    [{ retryAfterSeconds: 2.5 }, /retryAfterSeconds .* got 2\.5/],
+  ] as Array<[IdempotencyModuleOptions, RegExp]>)('refuses the module option %j', async (options, message) => {
+    await expect(boot(platform, [routeWith({})], [], options)).rejects.toThrow(message);
+  });
+
+  it('starts with valid options and @Res({ passthrough: true })', async () => {
+    @Controller('fine')
+    class FineController {
+      @Post()
+      @Idempotent({ ttlSeconds: 60, pendingTtlSeconds: 5, maxLeaseSeconds: 600, retryAfterSeconds: 2, waitMs: 0 })
+      create(@Res({ passthrough: true }) _res: unknown) {
+        return { ok: true };
+      }
+    }
+    const app = await boot(platform, [FineController], [], { replayCache: { maxEntries: 10 }, reconcileIntervalSeconds: 60 });
+    await app.close();
+  });
+});
