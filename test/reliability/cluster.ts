@@ -21,7 +21,13 @@ export class Proc {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Sends a signal without waiting for an exit (SIGSTOP pauses the process, SIGCONT resumes it). */
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
   async kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    if (signal !== 'SIGKILL') this.child.kill('SIGCONT'); // a paused process acts on other signals only once resumed
     if (!this.alive) return;
     const exited = new Promise((resolve) => this.child.once('exit', resolve));
     this.child.kill(signal);

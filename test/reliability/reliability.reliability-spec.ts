@@ -105,34 +105,71 @@ it('crash mid-handler: 409 until the lease passes, then exactly one retry runs',
   );
 });
 
-it('orphaned worker: its late write is refused, the successor stands, its caller gets its own order', async () => {
+it('paused past its lease: a retry elsewhere takes over; the resumed owner\'s late completion is refused and counted', async () => {
   const endpoint = `http://127.0.0.1:${await freePort()}`;
   await track(startDynaliteProcess(Number(new URL(endpoint).port)));
   const env = { ORDER_PROCESSING_DELAY_MS: '3000', IDEMPOTENCY_PENDING_TTL_SECONDS: '1' };
-  const [slow, successor] = await Promise.all([1, 2].map(() => track(startDemo(endpoint, env))));
+  const [paused, successor] = await Promise.all([1, 2].map(() => track(startDemo(endpoint, env))));
 
-  const key = 'orphan-1';
-  const orphan = placeOrder(slow.url, key, orderFor(key));
-  await sleep(2100); // the 1 s lease has passed while the orphan's handler still runs
-  const next = placeOrder(successor.url, key, orderFor(key));
-  const [orphanAnswer, successorAnswer] = await Promise.all([orphan, next]);
-  const replay = await placeOrder(slow.url, key, orderFor(key));
+  const key = 'paused-1';
+  const first = placeOrder(paused.url, key, orderFor(key));
+  await sleep(1500); // the owner has renewed its 1 s lease a few times: a live owner is never taken over
+  const whileAlive = await fetch(`${successor.url}/orders`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(orderFor(key)),
+  });
+  paused.signal('SIGSTOP'); // a GC pause, a frozen VM: no renewals
+  const pausedAt = Date.now();
+  const takeover = await placeOrder(successor.url, key, orderFor(key));
+  const takenOverAfterMs = Date.now() - pausedAt;
+  paused.signal('SIGCONT');
+  const late = await first;
+  const replay = await placeOrder(paused.url, key, orderFor(key));
 
   const orders = (await ordersIn(endpoint)).filter((order) => order.item === key);
-  const orphanOrder = JSON.parse(orphanAnswer.final.text);
-  const successorOrder = JSON.parse(successorAnswer.final.text);
-  expect(orphanAnswer.final.status).toBe(201);
-  expect(successorAnswer.final.status).toBe(201);
-  expect(orders.map((order) => order.id).sort()).toEqual([orphanOrder.id, successorOrder.id].sort());
-  expect(replay.final.replayed).toBe(true);
-  expect(replay.final.text).toBe(successorAnswer.final.text);
-  const slowMetrics = await (await fetch(`${slow.url}/metrics`)).text();
-  expect(metricValue(slowMetrics, 'idempotency_requests_total', { outcome: 'lease_lost' })).toBe(1);
-  expect(metricValue(slowMetrics, 'dynamo_conditional_write_rejected_total', { table: 'idempotency_keys', operation: 'complete' })).toBe(1);
+  const pausedMetrics = await (await fetch(`${paused.url}/metrics`)).text();
+  expect(whileAlive.status).toBe(409);
+  expect(whileAlive.headers.get('retry-after')).toBe('1');
+  expect(takeover.final).toMatchObject({ status: 201, replayed: false });
+  expect(late.final.status).toBe(201); // its caller still gets its own result
+  expect(JSON.parse(late.final.text).id).not.toBe(JSON.parse(takeover.final.text).id);
+  expect(replay.final).toMatchObject({ status: 201, replayed: true, text: takeover.final.text });
+  // The one double execution a lease cannot prevent: made visible, never silent.
+  expect(orders).toHaveLength(2);
+  expect(metricValue(pausedMetrics, 'dedup_lease_renewal_refused_total')).toBe(1);
+  expect(metricValue(pausedMetrics, 'idempotency_requests_total', { outcome: 'lease_lost' })).toBe(1);
+  expect(metricValue(pausedMetrics, 'dedup_duplicate_reexecution_total')).toBe(1);
   record(
-    'orphaned worker: 3 s handler, 1 s lease; the successor claimed after 2.1 s; the orphan\'s completion was refused ' +
-      '(lease_lost 1, conditional complete rejections 1), its caller got its own 201; replays return the successor\'s order. ' +
-      `The handler ran twice (${orders.length} orders): a lease shorter than the handler cannot prevent that, only make it visible`,
+    `paused owner: 1 s lease renewed while a 3 s handler ran (a duplicate 1.5 s in got 409, Retry-After 1); the owner ` +
+      `was SIGSTOPped; a retry on another instance got 409 ${takeover.statuses.length - 1} times, then claimed the key and ` +
+      `answered 201 ${(takenOverAfterMs / 1000).toFixed(1)} s after the pause (its own handler included); on SIGCONT the owner's renewal was refused ` +
+      `(dedup_lease_renewal_refused_total 1) and its completion too (lease_lost 1, dedup_duplicate_reexecution_total 1); ` +
+      `its caller got its own order, replays return the successor's; ${orders.length} orders: the double execution a ` +
+      'paused process causes, detected and counted',
+  );
+});
+
+it('a live owner slower than its lease is never taken over', async () => {
+  const endpoint = `http://127.0.0.1:${await freePort()}`;
+  await track(startDynaliteProcess(Number(new URL(endpoint).port)));
+  const env = { ORDER_PROCESSING_DELAY_MS: '4000', IDEMPOTENCY_PENDING_TTL_SECONDS: '1' };
+  const apps = await Promise.all([1, 2, 3].map(() => track(startDemo(endpoint, env))));
+
+  const key = 'slow-1';
+  const first = placeOrder(apps[0].url, key, orderFor(key));
+  await sleep(300);
+  const duplicates = await Promise.all([1, 2, 1, 2].map((i, n) => sleep(n * 500).then(() => placeOrder(apps[i].url, key, orderFor(key)))));
+  const owner = await first;
+
+  const orders = (await ordersIn(endpoint)).filter((order) => order.item === key);
+  expect(orders).toHaveLength(1);
+  expect(owner.final).toMatchObject({ status: 201, replayed: false });
+  for (const duplicate of duplicates) expect(duplicate.final).toMatchObject({ status: 201, replayed: true, text: owner.final.text });
+  const refusals = duplicates.reduce((n, d) => n + d.statuses.filter((status) => status === 409).length, 0);
+  record(
+    `slow owner: 4 s handler, 1 s lease, renewed every ~0.33 s; 4 duplicates on 2 other instances saw ${refusals} × 409 ` +
+      `then the replay; 1 order`,
   );
 });
 
