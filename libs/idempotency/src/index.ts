@@ -29,7 +29,7 @@ export {
   ProblemType,
 } from './idempotency.errors';
 export type { ProblemDetails, ProblemTypeUri } from './idempotency.errors';
-export type { IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
+export type { BinaryBodyType, IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
 export type {
   ClaimInput,
@@ -37,6 +37,7 @@ export type {
   CompleteInput,
   FailInput,
   GetInput,
+  RenewInput,
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
@@ -48,8 +49,10 @@ export type { TableCheck } from './idempotency-table';
 export {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,
+  DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
   DEFAULT_REPLAY_HEADERS,
+  DEFAULT_RETRY_AFTER_SECONDS,
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
   REPLAYED_HEADER,
