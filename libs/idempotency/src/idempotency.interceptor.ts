@@ -128,7 +128,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The response as the client received it: status, allow-listed headers and the body as the platform sends it. */
   private capture(response: unknown, body: unknown, context: ExecutionContext): StoredResponse {
-    const stored = storableBody(this.serialization.asSent(body, context));
+    let stored: Omit<StoredResponse, 'statusCode' | 'headers'>;
+    try {
+      stored = storableBody(this.serialization.asSent(body, context));
+    } catch {
+      stored = { bodyOmitted: true }; // the serializer threw: the client got an error from it, the work is done
+    }
     const adapter = this.adapterHost.httpAdapter;
     const headers: Record<string, string> = {};
     for (const name of this.options.replayHeaders) {
