@@ -31,6 +31,7 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
   });
 
   it('answers 503 with Retry-After when DynamoDB throttles, without running the handler', async () => {
+    const before = test.get(Runs).of('create');
     proxy.mode = 'throttle';
     proxy.operations.length = 0;
     const response = await post(`${test.url}/payments`, { amount: 1 }, { 'Idempotency-Key': newKey() });
@@ -39,11 +40,12 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.storeThrottled, status: 503 });
     expect(proxy.operations).toEqual(['PutItem', 'PutItem', 'PutItem']); // the SDK retried, then gave up
-    expect(test.get(Runs).of('create')).toBe(0);
+    expect(test.get(Runs).of('create')).toBe(before);
   });
 
   it('does not mistake throttling of a duplicate for a replay', async () => {
     const key = newKey();
+    const before = test.get(Runs).of('create');
     const first = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
     proxy.mode = 'throttle';
     const throttled = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
@@ -52,7 +54,7 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
     proxy.mode = 'pass';
     const replay = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
     expect(replay.text).toBe(first.text);
-    expect(test.get(Runs).of('create')).toBe(1);
+    expect(test.get(Runs).of('create')).toBe(before + 1);
   });
 
   it('answers 503 store-unavailable when DynamoDB drops connections, without running the handler', async () => {

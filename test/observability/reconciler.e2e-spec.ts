@@ -136,14 +136,33 @@ describe('scheduled sweeps', () => {
     expect(sweep).toHaveBeenCalledTimes(1);
   });
 
-  it('are off by default', async () => {
-    const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
-    }).compile();
-    const sweep = jest.spyOn(moduleRef.get(IdempotencyReconciler), 'sweep');
-    await moduleRef.init();
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    expect(sweep).not.toHaveBeenCalled();
-    await moduleRef.close();
+  /** Starts the module with timers under Jest's control, and counts sweeps over `hours` of timer time. */
+  async function sweepsOver(hours: number, options: { reconcileIntervalSeconds?: number }): Promise<number> {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const moduleRef = await Test.createTestingModule({
+        imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), ...options })],
+      }).compile();
+      const sweep = jest.spyOn(moduleRef.get(IdempotencyReconciler), 'sweep').mockResolvedValue({
+        scanned: 0,
+        stuckPending: 0,
+        released: 0,
+        ttlStale: 0,
+      });
+      await moduleRef.init();
+      for (let hour = 0; hour < hours; hour++) await jest.advanceTimersByTimeAsync(3_600_000);
+      await moduleRef.close();
+      return sweep.mock.calls.length;
+    } finally {
+      jest.useRealTimers();
+    }
+  }
+
+  it('are off by default: no sweep in a day', async () => {
+    expect(await sweepsOver(24, {})).toBe(0);
+  });
+
+  it('with an hourly interval, sweep 24 times a day (the same measure sees them)', async () => {
+    expect(await sweepsOver(24, { reconcileIntervalSeconds: 3600 })).toBe(24);
   });
 });

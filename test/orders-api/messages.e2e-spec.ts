@@ -56,7 +56,8 @@ describe('orders-api payments consumer (TCP microservice)', () => {
   });
 
   it('refuses a reused request id with a different message, and a message without an id', async () => {
-    await expect(lastValueFrom(client.send('order.quote', { requestId: 'quote-1', item: 'sofa', quantity: 1 }))).rejects.toMatchObject({
+    await lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'chair', quantity: 3 }));
+    await expect(lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'sofa', quantity: 1 }))).rejects.toMatchObject({
       type: ProblemType.fingerprintMismatch,
       status: 422,
     });

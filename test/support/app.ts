@@ -13,7 +13,7 @@ export interface TestApp {
   app: INestApplication;
   url: string;
   clock: FakeClock;
-  get<T>(token: Type<T>): T;
+  get<T>(token: Type<T> | (abstract new (...args: never[]) => T)): T;
   close(): Promise<void>;
 }
 
@@ -38,7 +38,7 @@ export async function startApp(
     app,
     url: `http://127.0.0.1:${port}`,
     clock,
-    get: (token) => app.get(token),
+    get: (token) => app.get(token as Type),
     close: () => app.close(),
   };
 }

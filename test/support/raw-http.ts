@@ -9,7 +9,7 @@ export function rawPost(
   path: string,
   headers: Array<[string, Buffer | string]>,
   body: Buffer | string,
-): Promise<{ status: number; headers: string }> {
+): Promise<{ status: number; headers: string; body: string }> {
   const { hostname, port } = new URL(url);
   const payload = Buffer.isBuffer(body) ? body : Buffer.from(body);
   const head = Buffer.concat([
@@ -26,7 +26,8 @@ export function rawPost(
       const text = Buffer.concat(chunks).toString('latin1');
       const match = /^HTTP\/1\.1 (\d{3})/.exec(text);
       if (!match) return reject(new Error(`no HTTP status in ${JSON.stringify(text.slice(0, 200))}`));
-      resolve({ status: Number(match[1]), headers: text.split('\r\n\r\n')[0] });
+      const [head, ...rest] = text.split('\r\n\r\n');
+      resolve({ status: Number(match[1]), headers: head, body: rest.join('\r\n\r\n') });
     });
     socket.write(Buffer.concat([head, payload]));
   });

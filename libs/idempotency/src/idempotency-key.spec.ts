@@ -13,6 +13,21 @@ describe('parseKeyHeader', () => {
     expect(parseKeyHeader(header)).toBe(key);
   });
 
+  // Node hands header values over as Latin-1 text: the bytes of UTF-8 keys arrive one character per byte.
+  const onTheWire = (key: string) => Buffer.from(key, 'utf8').toString('latin1');
+  it.each(['ключ-1', 'prix-€', '注文-42', '🛒'.repeat(255), 'naïve café'])('reads the UTF-8 key %j as sent', (key) => {
+    expect(parseKeyHeader(onTheWire(key))).toBe(key);
+  });
+
+  it('reads bytes that are not UTF-8 as Latin-1', () => {
+    expect(parseKeyHeader('caf\u00e9')).toBe('café'); // the single byte 0xE9
+  });
+
+  it('refuses C1 control characters and keys over 255 characters however they are encoded', () => {
+    expect(() => parseKeyHeader(onTheWire('a\u0085b'))).toThrow('control');
+    expect(() => parseKeyHeader(onTheWire('🛒'.repeat(256)))).toThrow('longer than 255');
+  });
+
   it('reports an absent header as no key', () => {
     expect(parseKeyHeader(undefined)).toBeUndefined();
   });
