@@ -29,7 +29,8 @@ describe('IdempotencyService.execute on dynalite', () => {
     await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
     clock = new FakeClock();
     const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName })],
+      // No replay cache: every duplicate is answered from what DynamoDB (dynalite) stored and returns.
+      imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } })],
     })
       .overrideProvider(IdempotencyClock)
       .useValue(clock)
