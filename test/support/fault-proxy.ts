@@ -12,13 +12,27 @@ export interface FaultProxy {
   mode: FaultMode;
   /** In 'throttle' mode, the share of calls throttled (the rest pass). Default 1: all. */
   throttleFraction: number;
+  /**
+   * In 'pass' mode: the next this many calls of `dropAnswersOf` (or of any operation when unset) reach DynamoDB, but
+   * their answers are dropped (the connection is cut once DynamoDB has answered): a write that landed, whose client
+   * saw only a socket error and retries it.
+   */
+  dropAnswers: number;
+  dropAnswersOf?: string;
   /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
   operations: string[];
   stop(): Promise<void>;
 }
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
-  const proxy: FaultProxy = { endpoint: '', mode: 'pass', throttleFraction: 1, operations: [], stop: async () => undefined };
+  const proxy: FaultProxy = {
+    endpoint: '',
+    mode: 'pass',
+    throttleFraction: 1,
+    dropAnswers: 0,
+    operations: [],
+    stop: async () => undefined,
+  };
   const server: Server = createServer((req, res) => {
     const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
     proxy.operations.push(operation);
@@ -32,7 +46,13 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         }),
       );
     }
+    const dropAnswer = proxy.dropAnswers > 0 && (proxy.dropAnswersOf === undefined || proxy.dropAnswersOf === operation);
+    if (dropAnswer) proxy.dropAnswers -= 1;
     const upstream = request(target + req.url, { method: req.method, headers: req.headers }, (answer) => {
+      if (dropAnswer) {
+        answer.resume().on('end', () => req.socket.destroy());
+        return;
+      }
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });
