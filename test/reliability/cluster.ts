@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { freePort } from '../../apps/orders-api/src/orders-api';
 import { localClient } from '../support/dynalite';
 
 /** Real processes: dynalite and the demo app, started the way an operator would (node + environment). */
@@ -49,10 +48,27 @@ async function until(what: string, proc: Proc, check: () => Promise<boolean>, ti
   throw new Error(`timed out waiting for ${what}:\n${proc.output}`);
 }
 
-/** dynalite as its own process; with `path`, on disk (survives a restart). */
-export async function startDynaliteProcess(port: number, path?: string): Promise<Proc> {
-  const proc = start('dynalite', [require.resolve('dynalite/cli.js'), '--port', String(port), ...(path ? ['--path', path] : [])]);
-  await until('dynalite', proc, async () => (await fetch(`http://127.0.0.1:${port}`, { method: 'POST' })).status > 0);
+/** Waits until the process prints a line matching `pattern`; returns the first capture group. */
+async function printed(what: string, proc: Proc, pattern: RegExp): Promise<string> {
+  let found: string | undefined;
+  await until(what, proc, async () => (found = pattern.exec(proc.output)?.[1]) !== undefined);
+  return found!;
+}
+
+export interface StoreProc extends Proc {
+  endpoint: string;
+}
+
+/**
+ * dynalite as its own process, on the port the system gives it (reported by the process, never guessed
+ * beforehand), or on `port` to restart a store where its clients expect it; with `path`, on disk.
+ */
+export async function startDynaliteProcess({ port = 0, path }: { port?: number; path?: string } = {}): Promise<StoreProc> {
+  const script =
+    "const server = require('dynalite')({ createTableMs: 0, path: process.env.DYNALITE_PATH || undefined });" +
+    "server.listen(Number(process.env.DYNALITE_PORT), '127.0.0.1', () => console.log('dynalite on port ' + server.address().port));";
+  const proc = start('dynalite', ['-e', script], { DYNALITE_PORT: String(port), DYNALITE_PATH: path ?? '' }) as StoreProc;
+  proc.endpoint = `http://127.0.0.1:${await printed('dynalite', proc, /dynalite on port (\d+)/)}`;
   return proc;
 }
 
@@ -60,17 +76,16 @@ export interface AppProc extends Proc {
   url: string;
 }
 
-/** One demo instance (`node dist/apps/orders-api/main.js`, built by `npm run build`). */
+/** One demo instance (`node dist/apps/orders-api/main.js`, built by `npm run build`), on ports the system picks. */
 export async function startDemo(endpoint: string, env: Record<string, string> = {}): Promise<AppProc> {
-  const port = await freePort();
-  const proc = start(`orders-api:${port}`, ['dist/apps/orders-api/main.js'], {
-    PORT: String(port),
-    MICROSERVICE_PORT: String(await freePort()),
+  const proc = start('orders-api', ['dist/apps/orders-api/main.js'], {
+    PORT: '0',
+    MICROSERVICE_PORT: '0',
     DYNAMODB_ENDPOINT: endpoint,
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     ...env,
   }) as AppProc;
-  proc.url = `http://127.0.0.1:${port}`;
+  proc.url = await printed(proc.name, proc, /Orders API listening on (http:\/\/[\w.:[\]-]+)/);
   await until(proc.name, proc, async () => (await fetch(`${proc.url}/health`)).status === 200);
   return proc;
 }

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../apps/orders-api/src/orders-api';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { metricValue } from '../support/telemetry';
 import {
@@ -42,8 +41,7 @@ const orderFor = (key: string) => ({ item: key, quantity: 1 });
 const allStatuses = (resolutions: Resolution[]) => tally(resolutions.flatMap((r) => r.statuses));
 
 it('many instances: one order per key, identical answers per key, no 5xx', async () => {
-  const endpoint = `http://127.0.0.1:${await freePort()}`;
-  await track(startDynaliteProcess(Number(new URL(endpoint).port)));
+  const { endpoint } = await track(startDynaliteProcess());
   const apps = await Promise.all([1, 2, 3].map(() => track(startDemo(endpoint, { ORDER_PROCESSING_DELAY_MS: '50' }))));
 
   const keys = Array.from({ length: 40 }, (_, i) => `many-${i}`);
@@ -75,8 +73,7 @@ it('many instances: one order per key, identical answers per key, no 5xx', async
 });
 
 it('crash mid-handler: 409 until the lease passes, then exactly one retry runs', async () => {
-  const endpoint = `http://127.0.0.1:${await freePort()}`;
-  await track(startDynaliteProcess(Number(new URL(endpoint).port)));
+  const { endpoint } = await track(startDynaliteProcess());
   const env = { ORDER_PROCESSING_DELAY_MS: '1500', IDEMPOTENCY_PENDING_TTL_SECONDS: '3' };
   const [victim, survivor, other] = await Promise.all([1, 2, 3].map(() => track(startDemo(endpoint, env))));
 
@@ -106,8 +103,7 @@ it('crash mid-handler: 409 until the lease passes, then exactly one retry runs',
 });
 
 it('paused past its lease: a retry elsewhere takes over; the resumed owner\'s late completion is refused and counted', async () => {
-  const endpoint = `http://127.0.0.1:${await freePort()}`;
-  await track(startDynaliteProcess(Number(new URL(endpoint).port)));
+  const { endpoint } = await track(startDynaliteProcess());
   const env = { ORDER_PROCESSING_DELAY_MS: '3000', IDEMPOTENCY_PENDING_TTL_SECONDS: '1' };
   const [paused, successor] = await Promise.all([1, 2].map(() => track(startDemo(endpoint, env))));
 
@@ -151,8 +147,7 @@ it('paused past its lease: a retry elsewhere takes over; the resumed owner\'s la
 });
 
 it('a live owner slower than its lease is never taken over', async () => {
-  const endpoint = `http://127.0.0.1:${await freePort()}`;
-  await track(startDynaliteProcess(Number(new URL(endpoint).port)));
+  const { endpoint } = await track(startDynaliteProcess());
   const env = { ORDER_PROCESSING_DELAY_MS: '4000', IDEMPOTENCY_PENDING_TTL_SECONDS: '1' };
   const apps = await Promise.all([1, 2, 3].map(() => track(startDemo(endpoint, env))));
 
@@ -178,9 +173,8 @@ describe('throttling storm and outage', () => {
   afterEach(() => proxy?.stop());
 
   it('answers only 503s for faults, never runs twice, and resolves every key after recovery', async () => {
-    const port = await freePort();
-    await track(startDynaliteProcess(port));
-    proxy = await startFaultProxy(`http://127.0.0.1:${port}`);
+    const store = await track(startDynaliteProcess());
+    proxy = await startFaultProxy(store.endpoint);
     const env = { ORDER_PROCESSING_DELAY_MS: '20', IDEMPOTENCY_PENDING_TTL_SECONDS: '5' };
     const apps: AppProc[] = await Promise.all([1, 2, 3].map(() => track(startDemo(proxy.endpoint, env))));
 
@@ -209,7 +203,7 @@ describe('throttling storm and outage', () => {
     const resolutions = await Promise.all(clients);
 
     expect(duringOutage).toEqual([503, 503, 503, 503, 503]);
-    const orders = await ordersIn(`http://127.0.0.1:${port}`);
+    const orders = await ordersIn(store.endpoint);
     for (const key of keys) {
       const answers = resolutions.filter((r) => r.key === key);
       const finals = new Set(answers.map((r) => `${r.final.status} ${r.final.text}`));
@@ -236,9 +230,8 @@ describe('throttling storm and outage', () => {
 it('store restart: no completed result is lost', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'dynalite-'));
   try {
-    const port = await freePort();
-    const endpoint = `http://127.0.0.1:${port}`;
-    let store = await track(startDynaliteProcess(port, dir));
+    let store = await track(startDynaliteProcess({ path: dir }));
+    const { endpoint } = store;
     const app = await track(startDemo(endpoint));
     const keys = Array.from({ length: 10 }, (_, i) => `restart-${i}`);
     const before = await Promise.all(keys.map((key) => placeOrder(app.url, key, orderFor(key))));
@@ -246,7 +239,7 @@ it('store restart: no completed result is lost', async () => {
     await store.kill('SIGKILL');
     const newKeyDuringRestart = await placeOrder(app.url, 'restart-new', orderFor('restart-new'), 0);
     const cachedDuringRestart = await placeOrder(app.url, 'restart-0', orderFor('restart-0'), 0);
-    store = await track(startDynaliteProcess(port, dir));
+    store = await track(startDynaliteProcess({ port: Number(new URL(endpoint).port), path: dir }));
     // A process started after the restart has nothing cached: its replays come from the files dynalite reopened.
     const fresh = await track(startDemo(endpoint));
     const after = await Promise.all(keys.map((key) => placeOrder(fresh.url, key, orderFor(key))));

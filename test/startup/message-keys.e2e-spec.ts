@@ -3,7 +3,7 @@ import { ClientProxy, ClientProxyFactory, MessagePattern, MicroserviceOptions, P
 import { Test } from '@nestjs/testing';
 import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { lastValueFrom } from 'rxjs';
-import { freePort } from '../../apps/orders-api/src/orders-api';
+import { AddressInfo, Server } from 'node:net';
 
 @Controller()
 class RiskyConsumer {
@@ -23,11 +23,11 @@ describe('message handler keys', () => {
       controllers: [RiskyConsumer],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
-    const options = { host: '127.0.0.1', port: await freePort() };
-    app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options });
+    const transport = app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
     await app.startAllMicroservices();
     await app.init();
-    client = ClientProxyFactory.create({ transport: Transport.TCP, options });
+    const { port } = transport.unwrap<Server>().address() as AddressInfo;
+    client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
     await client.connect();
   });
   afterAll(async () => {

@@ -1,4 +1,4 @@
-import { AddressInfo, createServer } from 'node:net';
+import { AddressInfo, Server } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { NestFactory } from '@nestjs/core';
@@ -42,9 +42,13 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
 
   const app = await NestFactory.create(AppModule.forRoot(config, client), options);
   app.enableShutdownHooks();
-  const microservice = { host: '127.0.0.1', port: config.microservicePort || (await freePort()) };
-  app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options: microservice });
+  const transport = app.connectMicroservice<MicroserviceOptions>({
+    transport: Transport.TCP,
+    options: { host: '127.0.0.1', port: config.microservicePort },
+  });
   await app.startAllMicroservices();
+  // Port 0 lets the system pick a free port; the one it picked is read back, never guessed beforehand.
+  const microservice = { host: '127.0.0.1', port: (transport.unwrap<Server>().address() as AddressInfo).port };
   await app.listen(config.port);
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
   return {
@@ -57,13 +61,4 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
       await dynamo.close();
     },
   };
-}
-
-/** A loopback port nothing listens on right now (for PORT=0 runs, e.g. tests). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
