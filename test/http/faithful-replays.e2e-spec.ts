@@ -60,6 +60,17 @@ async function start(
   return Object.assign(test, { tableName });
 }
 
+/** Apps opened by a test, closed after it. */
+const opened: TestApp[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((test) => test.close()));
+});
+async function open(...args: Parameters<typeof start>): Promise<TestApp & { tableName: string }> {
+  const test = await start(...args);
+  opened.push(test);
+  return test;
+}
+
 /** Sends the same request twice with one key: both answers, raw. */
 async function twice(url: string, headers: Record<string, string> = {}) {
   const key = newKey();
@@ -112,36 +123,24 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
       ['app.useGlobalInterceptors', (app: INestApplication) => app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector))), []],
       ['APP_INTERCEPTOR', undefined, [{ provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor }]],
     ] as const)('behind a ClassSerializerInterceptor registered with %s, the replay is the serialized body', async (_how, configure, providers) => {
-      const test = await start(platform, [NestedController], configure, { providers: [...providers] });
-      try {
-        const { first, replay } = await twice(`${test.url}/nested`);
-        expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual(serialized);
-        expect(replay).toEqual({ ...first, replayed: 'true' });
-      } finally {
-        await test.close();
-      }
+      const test = await open(platform, [NestedController], configure, { providers: [...providers] });
+      const { first, replay } = await twice(`${test.url}/nested`);
+      expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual(serialized);
+      expect(replay).toEqual({ ...first, replayed: 'true' });
     });
 
     it('behind a ClassSerializerInterceptor on the controller, the replay is the serialized body', async () => {
-      const test = await start(platform, [LocallySerializedController]);
-      try {
-        const { first, replay } = await twice(`${test.url}/nested-local`);
-        expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual({ data: [{ id: 'acc_1' }], total: 1 });
-        expect(replay).toEqual({ ...first, replayed: 'true' });
-      } finally {
-        await test.close();
-      }
+      const test = await open(platform, [LocallySerializedController]);
+      const { first, replay } = await twice(`${test.url}/nested-local`);
+      expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual({ data: [{ id: 'acc_1' }], total: 1 });
+      expect(replay).toEqual({ ...first, replayed: 'true' });
     });
 
     it('without any serializer, the replay is what was sent (the instance as JSON)', async () => {
-      const test = await start(platform, [NestedController]);
-      try {
-        const { first, replay } = await twice(`${test.url}/nested`);
-        expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString()).data[0].password).toBe('hunter2');
-        expect(replay).toEqual({ ...first, replayed: 'true' });
-      } finally {
-        await test.close();
-      }
+      const test = await open(platform, [NestedController]);
+      const { first, replay } = await twice(`${test.url}/nested`);
+      expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString()).data[0].password).toBe('hunter2');
+      expect(replay).toEqual({ ...first, replayed: 'true' });
     });
   });
 
@@ -222,14 +221,10 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
     }
 
     it('stores and replays the status and headers set on the response object', async () => {
-      const test = await start(platform, [PassthroughController]);
-      try {
-        const { first, replay } = await twice(`${test.url}/passthrough`);
-        expect(first).toMatchObject({ status: 202, location: expect.stringMatching(/^\/jobs\/\d+$/) });
-        expect(replay).toEqual({ ...first, replayed: 'true' });
-      } finally {
-        await test.close();
-      }
+      const test = await open(platform, [PassthroughController]);
+      const { first, replay } = await twice(`${test.url}/passthrough`);
+      expect(first).toMatchObject({ status: 202, location: expect.stringMatching(/^\/jobs\/\d+$/) });
+      expect(replay).toEqual({ ...first, replayed: 'true' });
     });
   });
 
@@ -246,20 +241,16 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
     }
 
     it('is recorded as done without a body: the handler never runs again, duplicates get 409 response-not-stored', async () => {
-      const test = await start(platform, [UnstorableController]);
-      try {
-        const key = newKey();
-        const send = () => fetch(`${test.url}/unstorable`, { method: 'POST', headers: { 'Idempotency-Key': key } });
-        await send(); // the platform cannot send it either: that first answer is the platform's error
-        const duplicate = await send();
-        expect(duplicate.status).toBe(409);
-        expect(await duplicate.json()).toMatchObject({ type: ProblemType.responseNotStored });
-        expect(runs.get(`unstorable-${platform}`)).toBe(1);
-        const items = await scanTable(client, test.tableName);
-        expect(items.map(({ item }) => item.status)).toEqual(['COMPLETED']);
-      } finally {
-        await test.close();
-      }
+      const test = await open(platform, [UnstorableController]);
+      const key = newKey();
+      const send = () => fetch(`${test.url}/unstorable`, { method: 'POST', headers: { 'Idempotency-Key': key } });
+      await send(); // the platform cannot send it either: that first answer is the platform's error
+      const duplicate = await send();
+      expect(duplicate.status).toBe(409);
+      expect(await duplicate.json()).toMatchObject({ type: ProblemType.responseNotStored });
+      expect(runs.get(`unstorable-${platform}`)).toBe(1);
+      const items = await scanTable(client, test.tableName);
+      expect(items.map(({ item }) => item.status)).toEqual(['COMPLETED']);
     });
   });
 
@@ -303,32 +294,28 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
     ];
 
     it.each(cases)('%s versioning: the same key on v1 and v2 runs each version once and replays each its own', async (_name, versioning, request) => {
-      const test = await start(platform, [VersionedOrdersController, MultiVersionController], (app) => app.enableVersioning(versioning));
-      try {
-        const key = newKey();
-        const send = async (version: string, resource = 'orders') => {
-          const { path, headers } = request(version);
-          return post(`${test.url}${path}/${resource}`, {}, { 'Idempotency-Key': key, ...headers });
-        };
-        const v1 = await send('1');
-        const v2 = await send('2');
-        expect(JSON.parse(v1.text)).toMatchObject({ version: 1 });
-        expect(JSON.parse(v2.text)).toMatchObject({ version: 2 });
-        const v1Again = await send('1');
-        const v2Again = await send('2');
-        expect(v1Again.text).toBe(v1.text);
-        expect(v2Again.text).toBe(v2.text);
-        expect(v2Again.headers.get('idempotent-replayed')).toBe('true');
+      const test = await open(platform, [VersionedOrdersController, MultiVersionController], (app) => app.enableVersioning(versioning));
+      const key = newKey();
+      const send = async (version: string, resource = 'orders') => {
+        const { path, headers } = request(version);
+        return post(`${test.url}${path}/${resource}`, {}, { 'Idempotency-Key': key, ...headers });
+      };
+      const v1 = await send('1');
+      const v2 = await send('2');
+      expect(JSON.parse(v1.text)).toMatchObject({ version: 1 });
+      expect(JSON.parse(v2.text)).toMatchObject({ version: 2 });
+      const v1Again = await send('1');
+      const v2Again = await send('2');
+      expect(v1Again.text).toBe(v1.text);
+      expect(v2Again.text).toBe(v2.text);
+      expect(v2Again.headers.get('idempotent-replayed')).toBe('true');
 
-        // One handler serving several versions: the version the request asked for tells them apart.
-        const quote3 = await send('3', 'quotes');
-        const quote4 = await send('4', 'quotes');
-        expect(quote3.status).toBe(201);
-        expect(quote4.text).not.toBe(quote3.text);
-        expect((await send('4', 'quotes')).text).toBe(quote4.text);
-      } finally {
-        await test.close();
-      }
+      // One handler serving several versions: the version the request asked for tells them apart.
+      const quote3 = await send('3', 'quotes');
+      const quote4 = await send('4', 'quotes');
+      expect(quote3.status).toBe(201);
+      expect(quote4.text).not.toBe(quote3.text);
+      expect((await send('4', 'quotes')).text).toBe(quote4.text);
     });
   });
 });
