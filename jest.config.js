@@ -8,5 +8,8 @@ module.exports = {
   moduleNameMapper: { '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src' },
   modulePathIgnorePatterns: ['<rootDir>/dist', '<rootDir>/libs/idempotency/dist'],
   setupFiles: ['<rootDir>/test/support/jest.setup.ts'],
+  // One DynamoDB Local for the run when java 17+ is on PATH (its suites are skipped, saying so, otherwise).
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 30000,
 };

@@ -1,11 +1,12 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
 import { Platform, startApp, TestApp } from '../support/app';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
+import { Engine, startStore } from '../support/engines';
 import { createIdempotencyTable } from '../support/table';
 import { paymentsModule } from './payments.fixture';
 
-/** The payments fixture app on its own dynalite and table. */
+/** The payments fixture app on its own table, on its own dynalite (or the run's DynamoDB Local). */
 export interface PaymentsScenario {
   dynamo: Dynalite;
   /** A client straight to dynalite, for reading the table. */
@@ -18,9 +19,9 @@ export interface PaymentsScenario {
 /** `appEndpoint` lets the app talk through something else (a fault proxy) while the table is set up directly. */
 export async function startPaymentsScenario(
   platform: Platform,
-  options: { appEndpoint?: (dynamo: Dynalite) => Promise<string>; module?: IdempotencyModuleOptions } = {},
+  options: { appEndpoint?: (dynamo: Dynalite) => Promise<string>; module?: IdempotencyModuleOptions; engine?: Engine } = {},
 ): Promise<PaymentsScenario> {
-  const dynamo = await startDynalite();
+  const dynamo = await startStore(options.engine ?? 'dynalite');
   const client = localClient(dynamo.endpoint);
   const tableName = uniqueTableName();
   await createIdempotencyTable(client, tableName);

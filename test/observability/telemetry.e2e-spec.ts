@@ -3,7 +3,7 @@ import {
   CompleteInput,
   IdempotencyRepository,
   InMemoryIdempotencyRepository,
-  TransitionResult,
+  CompleteResult,
 } from 'nestjs-dynamodb-idempotency';
 import { post, startApp, TestApp } from '../support/app';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
@@ -14,7 +14,7 @@ const telemetry = registerTestTelemetry();
 
 /** Simulates the SDK retrying a completion whose first attempt landed: the retry finds the record completed. */
 class RetriedCompletion extends InMemoryIdempotencyRepository {
-  async complete(input: CompleteInput): Promise<TransitionResult> {
+  async complete(input: CompleteInput): Promise<CompleteResult> {
     await super.complete(input);
     return super.complete(input);
   }

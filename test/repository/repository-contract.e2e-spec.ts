@@ -6,10 +6,20 @@ import {
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { FakeClock } from '../support/fake-clock';
 import { describeRepositoryContract } from './repository.contract';
 
 describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotencyRepository(clock));
+
+describeOnDynamoDbLocal('on DynamoDB Local', () => {
+  describeRepositoryContract('DynamoDB Local', async (clock) => {
+    const client = localClient((await startStore('dynamodb-local')).endpoint);
+    const tableName = uniqueTableName();
+    await ensureIdempotencyTable(client, tableName, { log: () => undefined, warn: () => undefined });
+    return new DynamoDbIdempotencyRepository({ client, tableName, clock });
+  });
+});
 
 describe('on dynalite', () => {
   let dynamo: Dynalite;

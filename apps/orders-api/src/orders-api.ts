@@ -2,7 +2,7 @@ import { AddressInfo, Server } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { NestFactory } from '@nestjs/core';
-import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
+import { ensureIdempotencyTable, ensureTable, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
 import { OrdersApiConfig } from './config';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
@@ -50,6 +50,12 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
   // Port 0 lets the system pick a free port; the one it picked is read back, never guessed beforehand.
   const microservice = { host: '127.0.0.1', port: (transport.unwrap<Server>().address() as AddressInfo).port };
   await app.listen(config.port);
+  const transactions = config.idempotencyStore === 'dynamodb' && (await app.get(IdempotencyService).commitSupported().catch(() => false));
+  logger.log(
+    transactions
+      ? 'POST /orders commits each order with its idempotency key in one transaction (TransactWriteItems)'
+      : 'POST /orders writes each order itself (no transactions on this store, e.g. dynalite): the order and its key are two writes',
+  );
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
   return {
     app,

@@ -43,10 +43,36 @@ export class IdempotencyMismatchError extends IdempotencyError {
 
 /** Another call with the key is still running. */
 export class IdempotencyInFlightError extends IdempotencyError {
-  override readonly name = 'IdempotencyInFlightError';
-  readonly outcome = 'in_flight';
+  override readonly name: string = 'IdempotencyInFlightError';
+  readonly outcome: RequestOutcome = 'in_flight';
   constructor(readonly retryAfterSeconds: number) {
     super(`A call with this idempotency key is still running; retry in ${retryAfterSeconds} s.`);
+  }
+}
+
+/**
+ * The work finished, but its transaction was cancelled because another caller took the lease over meanwhile: none
+ * of its `commitWith` writes happened; the successor's result is the one that counts. A 409 in flight.
+ */
+export class IdempotencyLeaseLostError extends IdempotencyInFlightError {
+  override readonly name = 'IdempotencyLeaseLostError';
+  override readonly outcome = 'lease_lost';
+}
+
+/**
+ * One of the writes given to `commitWith` failed its own condition (the order exists already, the stock ran out):
+ * nothing was written and the key is released.
+ */
+export class IdempotencyCommitRejectedError extends IdempotencyError {
+  override readonly name = 'IdempotencyCommitRejectedError';
+  readonly outcome = 'commit_rejected';
+  constructor(
+    /** Its position among the `commitWith` writes, from 0. */
+    readonly writeIndex: number,
+    /** `Put on orders`, `Update on stock`, … */
+    readonly write: string,
+  ) {
+    super(`Write ${writeIndex} (${write}) given to commitWith failed its condition; nothing was written.`);
   }
 }
 
@@ -93,6 +119,7 @@ export const ProblemType = {
   requestInvalid: 'urn:nestjs-dynamodb-idempotency:request-invalid',
   fingerprintMismatch: 'urn:nestjs-dynamodb-idempotency:fingerprint-mismatch',
   inFlight: 'urn:nestjs-dynamodb-idempotency:in-flight',
+  commitRejected: 'urn:nestjs-dynamodb-idempotency:commit-rejected',
   responseNotStored: 'urn:nestjs-dynamodb-idempotency:response-not-stored',
   storeThrottled: 'urn:nestjs-dynamodb-idempotency:store-throttled',
   storeUnavailable: 'urn:nestjs-dynamodb-idempotency:store-unavailable',
@@ -149,6 +176,17 @@ export class IdempotencyProblemException extends HttpException {
       return new IdempotencyProblemException(
         problem(ProblemType.inFlight, 'Request in progress', HttpStatus.CONFLICT, detail),
         retryAfter(error.retryAfterSeconds),
+        cause,
+      );
+    }
+    if (error instanceof IdempotencyCommitRejectedError) {
+      const detail = `${error.message} The request was not applied; the same key may be retried.`;
+      return new IdempotencyProblemException(
+        problem(ProblemType.commitRejected, 'Request rejected by a write condition', HttpStatus.CONFLICT, detail, {
+          writeIndex: error.writeIndex,
+          write: error.write,
+        }),
+        {},
         cause,
       );
     }

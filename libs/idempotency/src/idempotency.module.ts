@@ -1,6 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { IdempotencyContext } from './idempotency-context';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
 import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
 import { IdempotencyHealthIndicator } from './idempotency.health';
@@ -53,6 +54,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
           telemetry,
         }),
     },
+    IdempotencyContext,
     IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,
@@ -66,6 +68,7 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
     IdempotencyClock,
     IdempotencyTelemetry,
     IdempotencyRepository,
+    IdempotencyContext,
     IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,

@@ -1,10 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { fingerprintValue, recordKey } from './fingerprint';
+import { ClaimScope, CommitWrite, IdempotencyContext, runInClaim } from './idempotency-context';
 import { IdempotencyClock } from './idempotency.clock';
 import {
+  IdempotencyCommitRejectedError,
   IdempotencyError,
   IdempotencyInFlightError,
+  IdempotencyLeaseLostError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
   IdempotencyResultNotStoredError,
@@ -17,7 +20,7 @@ import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.re
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { ReplayCache } from './replay-cache';
-import { ClaimResult, IdempotencyRepository, TransitionResult } from './repository/idempotency.repository';
+import { ClaimResult, CompleteResult, IdempotencyRepository } from './repository/idempotency.repository';
 import { replayedBody, storedResult } from './stored-response.codec';
 
 /** Options of `IdempotencyService.execute()`. */
@@ -111,19 +114,33 @@ type Acquired = { claimToken: string; flight: Flight } | { replay: StoredRespons
  * ```
  */
 @Injectable()
-export class IdempotencyService implements OnApplicationShutdown {
+export class IdempotencyService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
   private readonly cache: ReplayCache;
   private readonly flights = new Map<string, Flight>();
   private readonly heartbeats = new Set<LeaseHeartbeat>();
+  /** Whether the repository commits `commitWith` writes; undefined until it has answered. */
+  private commitSupport?: boolean;
 
   constructor(
     private readonly repository: IdempotencyRepository,
     private readonly clock: IdempotencyClock,
     private readonly telemetry: IdempotencyTelemetry,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly context: IdempotencyContext,
   ) {
     this.cache = new ReplayCache(this.options.replayCacheEntries);
+  }
+
+  /** Asks the store once whether it has transactions, so `canCommitWith` is known before the first call. */
+  async onApplicationBootstrap(): Promise<void> {
+    await this.commitSupported().catch(() => undefined);
+  }
+
+  /** Whether `commitWith` works on this store (asked once; a store fault leaves it to the next call). */
+  async commitSupported(): Promise<boolean> {
+    this.commitSupport ??= await this.repository.supportsCommitWith();
+    return this.commitSupport;
   }
 
   /**
@@ -131,7 +148,7 @@ export class IdempotencyService implements OnApplicationShutdown {
    * falsy and empty values exactly). Throws `IdempotencyInFlightError`, `IdempotencyMismatchError`,
    * `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError` instead of running `fn` again.
    */
-  async execute<T>(options: ExecuteOptions, fn: () => T | Promise<T>): Promise<T> {
+  async execute<T>(options: ExecuteOptions, fn: (context: IdempotencyContext) => T | Promise<T>): Promise<T> {
     const { operation } = options;
     if (typeof operation !== 'string' || operation.length === 0) {
       throw new TypeError('IdempotencyService.execute needs an operation name (e.g. { operation: \'charge-card\', key }).');
@@ -143,7 +160,7 @@ export class IdempotencyService implements OnApplicationShutdown {
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
         return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), options);
       },
-      execute: async () => fn(),
+      execute: async () => fn(this.context),
       capture: storedResult,
       replay: (stored) => replayedBody(stored) as T,
     });
@@ -290,17 +307,27 @@ export class IdempotencyService implements OnApplicationShutdown {
       renewed: (expiresAt) => (flight.leaseEndsAt = expiresAt),
     });
     this.heartbeats.add(heartbeat);
+    const scope: ClaimScope = {
+      recordKey: call.recordKey,
+      claimToken,
+      canCommitWith: this.commitSupport ?? (await this.commitSupported().catch(() => false)),
+      writes: [],
+      open: true,
+    };
     try {
       let result: T;
       try {
-        result = await work.execute();
+        result = await runInClaim(scope, () => work.execute());
       } catch (error) {
         this.telemetry.request('executed');
         await this.release(call, claimToken);
         throw error;
+      } finally {
+        scope.open = false;
       }
       const stored = this.captured(call, work, result);
-      const completion = await this.complete(call, claimToken, stored);
+      if (scope.writes.length > 0) return await this.commit(call, claimToken, stored, scope.writes, result);
+      const completion = await this.completeAlone(call, claimToken, stored);
       if (completion?.ok) {
         this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
       }
@@ -310,6 +337,34 @@ export class IdempotencyService implements OnApplicationShutdown {
       heartbeat.stop();
       this.heartbeats.delete(heartbeat);
     }
+  }
+
+  /**
+   * The completion with the work's `commitWith` writes, all or nothing. Unlike a plain completion, the work's effects
+   * depend on it: the result is handed back only if the transaction committed. Lost lease → nothing written, in
+   * flight (the successor's result counts); a write's own condition failed → nothing written, key released,
+   * `commit-rejected`; a store fault after retries → key released, the fault (503).
+   */
+  private async commit<T>(call: ProtectedCall, claimToken: string, stored: StoredResponse, writes: CommitWrite[], result: T): Promise<T> {
+    let completion: CompleteResult;
+    try {
+      completion = await this.complete(call, claimToken, stored, writes);
+    } catch (error) {
+      // Not committed as far as anyone knows. A release refused as already_completed means it did commit, unseen.
+      const released = await this.release(call, claimToken);
+      if (released?.ok === false && released.reason === 'already_completed') completion = released;
+      else throw error;
+    }
+    if (completion.ok || completion.reason === 'already_completed') {
+      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.ok ? completion.expiresAt : (completion.current?.expiresAt ?? 0), response: stored });
+      this.telemetry.request('executed');
+      return result;
+    }
+    if (completion.reason === 'commit_rejected') {
+      await this.release(call, claimToken);
+      throw new IdempotencyCommitRejectedError(completion.writeIndex, describeWrite(writes[completion.writeIndex]));
+    }
+    throw new IdempotencyLeaseLostError(completion.current ? this.retryAfter(call, completion.current) : 1);
   }
 
   /** What to store for a result; a result that cannot be stored (or whose capture throws) is recorded without a body. */
@@ -344,25 +399,35 @@ export class IdempotencyService implements OnApplicationShutdown {
    * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the work
    * ran for a key that was already done (the lease was shorter than the work).
    */
-  private async complete(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<TransitionResult | undefined> {
-    try {
-      return await this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
-        const result = await retryThroughStoreFaults(() =>
-          this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds }),
-        );
-        span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
-        if (result.ok) return result;
-        if (result.reason === 'already_completed') this.telemetry.completionRaced();
-        if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
-        this.logger.warn({
-          msg: 'completion refused',
-          key: call.recordKey,
-          reason: result.reason,
-          current_status: result.current?.status,
-          pending_since: result.current?.pendingSince,
-        });
-        return result;
+  private async complete(
+    call: ProtectedCall,
+    claimToken: string,
+    response: StoredResponse,
+    writes?: CommitWrite[],
+  ): Promise<CompleteResult> {
+    return this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
+      const result = await retryThroughStoreFaults(() =>
+        this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds, writes }),
+      );
+      span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
+      if (result.ok || result.reason === 'commit_rejected') return result;
+      if (result.reason === 'already_completed') this.telemetry.completionRaced();
+      if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+      this.logger.warn({
+        msg: 'completion refused',
+        key: call.recordKey,
+        reason: result.reason,
+        current_status: result.current?.status,
+        pending_since: result.current?.pendingSince,
       });
+      return result;
+    });
+  }
+
+  /** A completion without writes: a failure to store it is logged, and the caller still gets its result. */
+  private async completeAlone(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<CompleteResult | undefined> {
+    try {
+      return await this.complete(call, claimToken, response);
     } catch (error) {
       // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
       this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
@@ -370,8 +435,11 @@ export class IdempotencyService implements OnApplicationShutdown {
     }
   }
 
-  /** Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. */
-  private async release(call: ProtectedCall, claimToken: string): Promise<void> {
+  /**
+   * Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. Returns the
+   * store's answer, or undefined when it could not be stored.
+   */
+  private async release(call: ProtectedCall, claimToken: string): Promise<CompleteResult | undefined> {
     try {
       const result = await retryThroughStoreFaults(() =>
         this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.options.failedTtlSeconds }),
@@ -379,8 +447,10 @@ export class IdempotencyService implements OnApplicationShutdown {
       if (!result.ok && result.reason !== 'already_failed') {
         this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
       }
+      return result;
     } catch (error) {
       this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
+      return undefined;
     }
   }
 }
@@ -422,4 +492,11 @@ function completedResponse(record: IdempotencyRecord): StoredResponse {
   const response = record.response;
   if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
   return response;
+}
+
+/** `Put on orders`: a write as the commit-rejected problem names it. */
+function describeWrite(write: CommitWrite | undefined): string {
+  const [action, target] = Object.entries(write ?? {})[0] ?? ['write', undefined];
+  const table = (target as { TableName?: string } | undefined)?.TableName;
+  return table ? `${action} on ${table}` : action;
 }

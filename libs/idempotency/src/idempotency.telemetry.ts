@@ -14,9 +14,10 @@ export type RequestOutcome =
   | 'response_not_stored'
   | 'store_throttled'
   | 'store_unavailable'
-  | 'lease_lost';
+  | 'lease_lost'
+  | 'commit_rejected';
 
-export type StoreOperation = 'claim' | 'complete' | 'fail' | 'renew' | 'get' | 'scan';
+export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan';
 
 /** The reconciler's last findings for one table. */
 export interface SweepFindings {

@@ -5,6 +5,8 @@ export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.
 export { Idempotent } from './idempotent.decorator';
 export { IdempotentRoute } from './idempotent-route.metadata';
 export { IdempotencyService } from './idempotency.service';
+export { IdempotencyContext, MAX_COMMIT_WRITES } from './idempotency-context';
+export type { CommitWrite } from './idempotency-context';
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './idempotency.service';
 export { IdempotencyInterceptor } from './idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './idempotency-exception.filter';
@@ -16,8 +18,10 @@ export type { SweepOptions, SweepResult } from './idempotency.reconciler';
 export { IdempotencyHealthIndicator } from './idempotency.health';
 export type { IdempotencyHealthResult } from './idempotency.health';
 export {
+  IdempotencyCommitRejectedError,
   IdempotencyError,
   IdempotencyInFlightError,
+  IdempotencyLeaseLostError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
@@ -35,6 +39,7 @@ export type {
   ClaimInput,
   ClaimResult,
   CompleteInput,
+  CompleteResult,
   FailInput,
   GetInput,
   RenewInput,

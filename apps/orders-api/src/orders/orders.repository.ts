@@ -1,6 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { Inject, Injectable, ServiceUnavailableException } from '@nestjs/common';
+import { IdempotencyContext } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { Order } from './order';
 
@@ -9,14 +10,28 @@ import { Order } from './order';
 export class OrdersRepository {
   private readonly documents: DynamoDBDocumentClient;
   private readonly tableName: string;
+  /** The in-memory idempotency store (IDEMPOTENCY_STORE=memory) records commitWith writes without applying them. */
+  private readonly commitsWithKey: boolean;
 
-  constructor(client: DynamoDBClient, @Inject(ORDERS_API_CONFIG) config: OrdersApiConfig) {
+  constructor(
+    client: DynamoDBClient,
+    @Inject(ORDERS_API_CONFIG) config: OrdersApiConfig,
+    private readonly idempotency: IdempotencyContext,
+  ) {
     this.documents = DynamoDBDocumentClient.from(client);
     this.tableName = config.ordersTable;
+    this.commitsWithKey = config.idempotencyStore === 'dynamodb';
   }
 
+  /**
+   * Inside an idempotent call on a store with transactions, the order is committed with the key's completion:
+   * it exists if and only if the key is COMPLETED, whatever crashes. Otherwise (the embedded dynalite has no
+   * transactions) it is written now.
+   */
   async put(order: Order): Promise<void> {
-    await this.send(new PutCommand({ TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' }));
+    const put = { TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' };
+    if (this.commitsWithKey && this.idempotency.canCommitWith) return this.idempotency.commitWith({ Put: put });
+    await this.send(new PutCommand(put));
   }
 
   /** Adds a payment to an existing order; fails for an unknown one. */

@@ -35,6 +35,19 @@ export function isConditionalCheckFailed(error: unknown): error is { Item?: Reco
   return dynamoErrorCode(error) === 'ConditionalCheckFailedException';
 }
 
+/** A transaction cancelled for the reasons in its `CancellationReasons`, one per action. */
+export function isTransactionCanceled(error: unknown): boolean {
+  return dynamoErrorCode(error) === 'TransactionCanceledException';
+}
+
+/**
+ * A write to an item that another Region wrote at the same moment (multi-Region strong consistency tables):
+ * contention, never a fault and never an answer.
+ */
+export function isReplicatedWriteConflict(error: unknown): boolean {
+  return dynamoErrorCode(error) === 'ReplicatedWriteConflictException';
+}
+
 /** Throttling (after the SDK's own retries) and everything else are distinct outcomes; both fail closed. */
 export function toStoreError(operation: string, error: unknown): Error {
   const code = dynamoErrorCode(error);

@@ -1,19 +1,39 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  ScanCommand,
+  TransactWriteCommand,
+  TransactWriteCommandInput,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { IdempotencyStoreUnavailableError } from '../idempotency.errors';
+import type { CommitWrite } from '../idempotency-context';
+import {
+  IdempotencyInFlightError,
+  IdempotencyStoreThrottledError,
+  IdempotencyStoreUnavailableError,
+} from '../idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS, MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from '../idempotency.record';
 import { IdempotencyTelemetry, StoreOperation } from '../idempotency.telemetry';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../stored-response.codec';
-import { dynamoErrorCode, isConditionalCheckFailed, toStoreError } from './dynamodb-errors';
+import {
+  dynamoErrorCode,
+  isConditionalCheckFailed,
+  isReplicatedWriteConflict,
+  isTransactionCanceled,
+  toStoreError,
+} from './dynamodb-errors';
 import {
   ClaimInput,
   ClaimResult,
   CompleteInput,
+  CompleteResult,
   FailInput,
   GetInput,
   IdempotencyRepository,
@@ -45,6 +65,8 @@ interface IdempotencyItem {
 /** `status` is a reserved word and `response` is kept out of the way of the reserved-word list. */
 const NAMES = { '#s': 'status', '#r': 'response' };
 const OWNED_BY_CLAIM = '#s = :pending AND claim_token = :token';
+/** DynamoDB's limit on the aggregate size of the items in one transaction. */
+const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024;
 
 /**
  * The DynamoDB repository: one conditional write per state transition, first writer wins.
@@ -56,6 +78,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   private readonly tableName: string;
   private readonly clock: IdempotencyClock;
   private readonly telemetry: IdempotencyTelemetry;
+  /** One request per `writes` array: a retried commit is the same request, so DynamoDB's token answers it. */
+  private readonly transactions = new WeakMap<readonly CommitWrite[], { input: TransactWriteCommandInput; expiresAt: number }>();
+  private transactionSupport?: Promise<boolean>;
 
   constructor({
     client,
@@ -96,6 +121,12 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         );
         return { claimed: true, claimToken };
       } catch (error) {
+        // Another Region wrote the item at the same moment (multi-Region strong consistency): contention, like a
+        // lost race whose winner is not known yet. Claimed again, then reported in flight, never a duplicate.
+        if (isReplicatedWriteConflict(error)) {
+          if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyInFlightError(1);
+          continue;
+        }
         if (!isConditionalCheckFailed(error)) throw error;
         this.telemetry.conditionRejected(this.tableName, 'claim');
         const existing = await this.existingAfterFailedCondition(key, error);
@@ -111,12 +142,14 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     }
   }
 
-  async complete({ key, claimToken, response, ttlSeconds }: CompleteInput): Promise<TransitionResult> {
+  async complete({ key, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
     const now = this.clock.nowSeconds();
-    return this.transition('complete', key, claimToken, now + ttlSeconds, {
+    const update = {
       UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
       ExpressionAttributeValues: { ':completed': 'COMPLETED', ':response': this.encodeWithinItemLimit(response), ':now': now },
-    });
+    };
+    if (writes?.length) return this.commit(key, claimToken, now + ttlSeconds, update, writes);
+    return this.transition('complete', key, claimToken, now + ttlSeconds, update);
   }
 
   async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
@@ -131,6 +164,25 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       UpdateExpression: 'SET expires_at = :expiresAt',
       ExpressionAttributeValues: {},
     });
+  }
+
+  /**
+   * Asks the endpoint once: an empty `TransactWriteItems` is a ValidationException where transactions exist
+   * (DynamoDB, DynamoDB Local) and an UnknownOperationException where they do not (dynalite). A fault is not an
+   * answer: the next call asks again.
+   */
+  override supportsCommitWith(): Promise<boolean> {
+    this.transactionSupport ??= this.documents.send(new TransactWriteCommand({ TransactItems: [] })).then(
+      () => true,
+      (error) => {
+        const code = dynamoErrorCode(error);
+        if (code === 'ValidationException') return true;
+        if (code === 'UnknownOperationException') return false;
+        this.transactionSupport = undefined;
+        throw toStoreError('commit', error);
+      },
+    );
+    return this.transactionSupport;
   }
 
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
@@ -174,16 +226,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         new UpdateCommand({
           TableName: this.tableName,
           Key: { pk: key },
-          UpdateExpression: update.UpdateExpression,
-          ConditionExpression: OWNED_BY_CLAIM,
-          ExpressionAttributeNames: operation === 'complete' ? NAMES : { '#s': 'status' },
-          ExpressionAttributeValues: {
-            ...update.ExpressionAttributeValues,
-            ':expiresAt': expiresAt,
-            ':pending': 'PENDING',
-            ':token': claimToken,
-          },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          ...this.guarded(claimToken, expiresAt, update, operation === 'complete' ? NAMES : { '#s': 'status' }),
         }),
       );
       return { ok: true, expiresAt };
@@ -192,6 +235,97 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       this.telemetry.conditionRejected(this.tableName, operation);
       return refusal(claimToken, await this.existingAfterFailedCondition(key, error));
     }
+  }
+
+  /**
+   * The completion and the work's writes in one `TransactWriteItems`, its `ClientRequestToken` derived from the
+   * claim token: a retry of an attempt that committed unseen (a timeout) is answered by DynamoDB, not applied again.
+   * A cancellation is read reason by reason: the completion's condition → this claim lost the record; a write's own
+   * condition → `commit_rejected`; conflicts and throttling → a store fault, retried by the caller.
+   */
+  private async commit(
+    key: string,
+    claimToken: string,
+    expiresAt: number,
+    update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
+    writes: readonly CommitWrite[],
+  ): Promise<CompleteResult> {
+    let request = this.transactions.get(writes);
+    if (!request) {
+      request = { input: this.commitInput(key, claimToken, expiresAt, update, writes), expiresAt };
+      this.transactions.set(writes, request);
+    }
+    try {
+      await this.send('commit', new TransactWriteCommand(request.input));
+      return { ok: true, expiresAt: request.expiresAt };
+    } catch (error) {
+      const reasons: { Code?: string; Message?: string; Item?: Record<string, unknown> }[] =
+        (error as { CancellationReasons?: [] }).CancellationReasons ?? [];
+      const completion = reasons[writes.length];
+      if (completion?.Code === 'ConditionalCheckFailed') {
+        this.telemetry.conditionRejected(this.tableName, 'complete');
+        return refusal(claimToken, await this.existingAfterFailedCondition(key, completion));
+      }
+      const writeIndex = reasons.findIndex((reason) => reason.Code === 'ConditionalCheckFailed');
+      if (writeIndex >= 0) return { ok: false, reason: 'commit_rejected', writeIndex };
+      const cause = reasons.findIndex((reason) => reason.Code && reason.Code !== 'None');
+      const code = reasons[cause]?.Code ?? dynamoErrorCode(error);
+      if (code === 'ThrottlingError' || code === 'ProvisionedThroughputExceeded') {
+        throw new IdempotencyStoreThrottledError('commit', code, { cause: error });
+      }
+      if (code === 'TransactionConflict') throw new IdempotencyStoreUnavailableError('commit', code, { cause: error });
+      if (cause >= 0) {
+        const what = cause < writes.length ? `write ${cause} of commitWith` : 'the completion';
+        throw new Error(`TransactWriteItems refused ${what}: ${code}: ${reasons[cause].Message ?? ''}`, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  private commitInput(
+    key: string,
+    claimToken: string,
+    expiresAt: number,
+    update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
+    writes: readonly CommitWrite[],
+  ): TransactWriteCommandInput {
+    const input: TransactWriteCommandInput = {
+      ClientRequestToken: createHash('sha256').update(`commit ${claimToken}`).digest('hex').slice(0, 36),
+      TransactItems: [
+        ...writes,
+        {
+          Update: {
+            TableName: this.tableName,
+            Key: { pk: key },
+            ...this.guarded(claimToken, expiresAt, update, NAMES),
+          },
+        },
+      ],
+    };
+    const bytes = approximateBytes(input.TransactItems);
+    if (bytes > MAX_TRANSACTION_BYTES) {
+      throw new RangeError(
+        `commitWith: the transaction would be about ${bytes} bytes (the writes and the stored response), over ` +
+          `DynamoDB's ${MAX_TRANSACTION_BYTES}-byte limit; nothing was written.`,
+      );
+    }
+    return input;
+  }
+
+  /** An update that applies only while `claimToken` owns the PENDING record, and returns the record when it does not. */
+  private guarded(
+    claimToken: string,
+    expiresAt: number,
+    update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
+    names: Record<string, string>,
+  ) {
+    return {
+      UpdateExpression: update.UpdateExpression,
+      ConditionExpression: OWNED_BY_CLAIM,
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':expiresAt': expiresAt, ':pending': 'PENDING', ':token': claimToken },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+    };
   }
 
   /** Real DynamoDB returns the item on the exception (marshalled even through the DocumentClient); dynalite does not. */
@@ -216,7 +350,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   /** Every request goes through here: store faults become typed errors, failed conditions pass through. */
   private async send(
     operation: StoreOperation,
-    command: PutCommand | UpdateCommand | GetCommand | ScanCommand,
+    command: PutCommand | UpdateCommand | GetCommand | ScanCommand | TransactWriteCommand,
   ): Promise<{ Item?: Record<string, unknown>; Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> }> {
     const started = performance.now();
     let result = 'ok';
@@ -226,7 +360,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     } catch (error) {
       result = dynamoErrorCode(error);
       const fields = { operation, table: this.tableName, dynamo_error_code: result };
-      if (isConditionalCheckFailed(error)) {
+      if (isConditionalCheckFailed(error) || isTransactionCanceled(error)) {
         this.logger.debug({ msg: 'conditional write rejected', ...fields });
         throw error;
       }
@@ -249,4 +383,16 @@ function toRecord(item: IdempotencyItem): IdempotencyRecord {
     completedAt: item.completed_at === undefined ? undefined : Number(item.completed_at),
     response: item.response === undefined ? undefined : decodeStoredResponse(item.response),
   };
+}
+
+/** The size DynamoDB counts for a value, near enough: attribute names and values, in bytes. */
+function approximateBytes(value: unknown): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (ArrayBuffer.isView(value)) return value.byteLength;
+  if (value instanceof Set) return approximateBytes([...value]);
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + 1 + approximateBytes(item), 3);
+  if (value && typeof value === 'object') {
+    return Object.entries(value).reduce((sum, [name, item]) => sum + Buffer.byteLength(name) + approximateBytes(item), 3);
+  }
+  return typeof value === 'number' ? 21 : 1;
 }

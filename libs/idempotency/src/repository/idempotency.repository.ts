@@ -1,3 +1,4 @@
+import type { CommitWrite } from '../idempotency-context';
 import { IdempotencyRecord, StoredResponse } from '../idempotency.record';
 
 export interface ClaimInput {
@@ -18,6 +19,11 @@ export interface CompleteInput {
   claimToken: string;
   response: StoredResponse;
   ttlSeconds: number;
+  /**
+   * The work's own writes, committed in one transaction with the completion (`IdempotencyContext.commitWith`):
+   * all or none. Only given when `supportsCommitWith()` is true. A retry passes the same array.
+   */
+  writes?: readonly CommitWrite[];
 }
 
 export interface FailInput {
@@ -52,6 +58,12 @@ export type TransitionResult =
   | { ok: true; expiresAt: number }
   | { ok: false; reason: 'already_completed' | 'already_failed' | 'lease_lost'; current?: IdempotencyRecord };
 
+/**
+ * A completion with writes may also be refused because one of the work's own writes failed its condition
+ * (`writeIndex` into `writes`): nothing was written.
+ */
+export type CompleteResult = TransitionResult | { ok: false; reason: 'commit_rejected'; writeIndex: number; current?: undefined };
+
 /** Why a guarded write on `claimToken` was refused, from the record as it is now. */
 export function refusal(claimToken: string, current: IdempotencyRecord | undefined): TransitionResult & { ok: false } {
   const ours = current?.claimToken === claimToken;
@@ -74,8 +86,11 @@ export abstract class IdempotencyRepository {
    */
   abstract claim(input: ClaimInput): Promise<ClaimResult>;
 
-  /** PENDING → COMPLETED with the response, only while `claimToken` still owns the record. */
-  abstract complete(input: CompleteInput): Promise<TransitionResult>;
+  /**
+   * PENDING → COMPLETED with the response, only while `claimToken` still owns the record; with `writes`, in one
+   * transaction with them.
+   */
+  abstract complete(input: CompleteInput): Promise<CompleteResult>;
 
   /** PENDING → FAILED, only while `claimToken` still owns the record. A FAILED key is claimable at once. */
   abstract fail(input: FailInput): Promise<TransitionResult>;
@@ -85,6 +100,14 @@ export abstract class IdempotencyRepository {
 
   /** A strongly consistent read of the record, or undefined if there is none. */
   abstract get(input: GetInput): Promise<IdempotencyRecord | undefined>;
+
+  /**
+   * Whether `complete` can commit the work's writes with the completion (DynamoDB transactions). Asked once, at
+   * application bootstrap. A store without them answers false, and `commitWith` is refused.
+   */
+  async supportsCommitWith(): Promise<boolean> {
+    return false;
+  }
 
   /** Every record, a page at a time, without the stored responses: for the reconciler. */
   abstract scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]>;

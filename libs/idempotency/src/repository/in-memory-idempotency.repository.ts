@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { CommitWrite } from '../idempotency-context';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { IdempotencyRecord, isClaimable } from '../idempotency.record';
 import {
   ClaimInput,
   ClaimResult,
   CompleteInput,
+  CompleteResult,
   FailInput,
   GetInput,
   IdempotencyRepository,
@@ -20,6 +22,11 @@ import {
  */
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   private readonly records = new Map<string, IdempotencyRecord>();
+  /**
+   * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
+   * applied: there is no table to apply them to. Assert on them in unit tests.
+   */
+  readonly commits: { key: string; writes: CommitWrite[] }[] = [];
 
   constructor(private readonly clock: IdempotencyClock = new SystemClock()) {
     super();
@@ -43,15 +50,21 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return { claimed: true, claimToken };
   }
 
-  async complete({ key, claimToken, response, ttlSeconds }: CompleteInput): Promise<TransitionResult> {
+  async complete({ key, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, (record) => ({
+    const result = this.transition(key, claimToken, (record) => ({
       ...record,
       status: 'COMPLETED',
       response: structuredClone(response),
       expiresAt: now + ttlSeconds,
       completedAt: now,
     }));
+    if (result.ok && writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
+    return result;
+  }
+
+  override async supportsCommitWith(): Promise<boolean> {
+    return true;
   }
 
   async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {

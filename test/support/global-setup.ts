@@ -1,0 +1,20 @@
+import { DynamoDbLocal, dynamoDbLocalUnavailable, startDynamoDbLocal } from './dynamodb-local';
+
+/**
+ * One DynamoDB Local for the whole run (each test uses its own tables), when java 17+ is on PATH. Its endpoint
+ * reaches the test workers as DYNAMODB_LOCAL_ENDPOINT. Without java the DynamoDB Local suites are skipped with one
+ * line saying why; with REQUIRE_DYNAMODB_LOCAL=1 (CI) that is a failure instead.
+ */
+export default async function globalSetup(): Promise<void> {
+  const unavailable = dynamoDbLocalUnavailable();
+  if (unavailable) {
+    if (process.env.REQUIRE_DYNAMODB_LOCAL === '1') {
+      throw new Error(`REQUIRE_DYNAMODB_LOCAL=1 but DynamoDB Local cannot run: ${unavailable}. Install Java 17+ (openjdk-17-jre-headless).`);
+    }
+    console.log(`\nDynamoDB Local suites SKIPPED: ${unavailable}. Install Java 17+ to run them.`);
+    return;
+  }
+  const server = await startDynamoDbLocal();
+  process.env.DYNAMODB_LOCAL_ENDPOINT = server.endpoint;
+  (globalThis as { dynamoDbLocal?: DynamoDbLocal }).dynamoDbLocal = server;
+}
