@@ -19,6 +19,12 @@ export interface FaultProxy {
    */
   dropAnswers: number;
   dropAnswersOf?: string;
+  /**
+   * In 'pass' mode: the next `count` calls of `operation` are answered with this DynamoDB error (`type` is the
+   * `__type` name, e.g. ReplicatedWriteConflictException; `fields` are added to the body, e.g. CancellationReasons)
+   * without reaching DynamoDB.
+   */
+  failNext?: { operation: string; count: number; type: string; fields?: Record<string, unknown> };
   /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
   operations: string[];
   stop(): Promise<void>;
@@ -45,6 +51,13 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
           message: 'The level of configured provisioned throughput for the table was exceeded.',
         }),
       );
+    }
+    if (proxy.failNext && proxy.failNext.count > 0 && proxy.failNext.operation === operation) {
+      proxy.failNext.count -= 1;
+      const { type, fields } = proxy.failNext;
+      req.resume();
+      res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
+      return res.end(JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${type}`, message: `injected ${type}`, ...fields }));
     }
     const dropAnswer = proxy.dropAnswers > 0 && (proxy.dropAnswersOf === undefined || proxy.dropAnswersOf === operation);
     if (dropAnswer) proxy.dropAnswers -= 1;
