@@ -1,14 +1,15 @@
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { PLATFORMS, post, TestApp } from '../support/app';
+import { post, TestApp } from '../support/app';
+import { PLATFORM_ENGINES } from '../support/engines';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORMS)('concurrent duplicates on %s', (platform) => {
+describe.each(PLATFORM_ENGINES)('concurrent duplicates on %s, %s', (platform, engine) => {
   let scenario: PaymentsScenario;
   let test: TestApp;
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform);
+    scenario = await startPaymentsScenario(platform, { engine });
     test = scenario.test;
   });
   afterAll(() => scenario.stop());

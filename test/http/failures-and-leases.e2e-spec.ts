@@ -1,10 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { PLATFORMS, post, TestApp } from '../support/app';
+import { post, TestApp } from '../support/app';
+import { PLATFORM_ENGINES } from '../support/engines';
 import { scanTable } from '../support/table';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORMS)('failures, expiry and leases on %s', (platform) => {
+describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s', (platform, engine) => {
   let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
@@ -16,7 +17,7 @@ describe.each(PLATFORMS)('failures, expiry and leases on %s', (platform) => {
     (await scanTable(client, tableName)).filter(({ item }) => item.pk.startsWith(prefix)).map(({ item }) => item.status);
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform);
+    scenario = await startPaymentsScenario(platform, { engine });
     ({ client, tableName, test } = scenario);
   });
   afterAll(() => scenario.stop());

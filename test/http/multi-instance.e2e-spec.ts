@@ -1,13 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
+import { post, startApp, TestApp } from '../support/app';
+import { PLATFORM_ENGINES } from '../support/engines';
 import { Runs, paymentsModule } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
 /**
- * Two app instances on one dynalite table, as two processes would be: each has its own replay cache and
+ * Two app instances on one table (dynalite, and DynamoDB Local when it runs), as two processes would be: each has its own replay cache and
  * single-flight, so what they agree on is decided by DynamoDB's conditional writes alone.
  */
-describe.each(PLATFORMS)('two instances on one table, on %s', (platform) => {
+describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s', (platform, engine) => {
   let scenario: PaymentsScenario;
   let a: TestApp;
   let b: TestApp;
@@ -16,7 +17,7 @@ describe.each(PLATFORMS)('two instances on one table, on %s', (platform) => {
   const runsOf = (handler: string) => a.get(Runs).of(handler) + b.get(Runs).of(handler);
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform);
+    scenario = await startPaymentsScenario(platform, { engine });
     a = scenario.test;
     b = await startApp(platform, paymentsModule(scenario.client, scenario.tableName));
   });

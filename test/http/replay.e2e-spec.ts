@@ -1,12 +1,13 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
 import { recordKey } from '../../libs/idempotency/src/fingerprint';
-import { PLATFORMS, post, TestApp } from '../support/app';
+import { post, TestApp } from '../support/app';
+import { PLATFORM_ENGINES } from '../support/engines';
 import { scanTable } from '../support/table';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
+describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (platform, engine) => {
   let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
@@ -17,7 +18,7 @@ describe.each(PLATFORMS)('replay and request validation on %s', (platform) => {
 
   beforeAll(async () => {
     // No replay cache: every replay is decoded from the item dynalite returns.
-    scenario = await startPaymentsScenario(platform, { module: { replayCache: { enabled: false } } });
+    scenario = await startPaymentsScenario(platform, { engine, module: { replayCache: { enabled: false } } });
     ({ client, tableName, test } = scenario);
   });
   afterAll(() => scenario.stop());

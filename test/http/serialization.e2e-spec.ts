@@ -3,6 +3,7 @@ import { APP_INTERCEPTOR } from '@nestjs/core';
 import { Exclude, Expose } from 'class-transformer';
 import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
+import { FakeClock } from '../support/fake-clock';
 
 class Account {
   id = 'acc_1';
@@ -35,11 +36,16 @@ class AccountsController {
 describe.each(PLATFORMS)('class instances behind a global ClassSerializerInterceptor on %s', (platform) => {
   let test: TestApp;
   beforeAll(async () => {
-    test = await startApp(platform, {
-      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
-      controllers: [AccountsController],
-      providers: [{ provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor }],
-    });
+    const clock = new FakeClock();
+    test = await startApp(
+      platform,
+      {
+        imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(clock) })],
+        controllers: [AccountsController],
+        providers: [{ provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor }],
+      },
+      { clock },
+    );
   });
   afterAll(() => test.close());
 

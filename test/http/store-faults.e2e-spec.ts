@@ -1,10 +1,11 @@
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, TestApp } from '../support/app';
+import { PLATFORM_ENGINES } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORMS)('store faults on %s', (platform) => {
+describe.each(PLATFORM_ENGINES)('store faults on %s, %s', (platform, engine) => {
   let scenario: PaymentsScenario;
   let proxy: FaultProxy;
   let test: TestApp;
@@ -14,6 +15,7 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
   beforeAll(async () => {
     // The replay cache would answer duplicates from memory; these tests are about what DynamoDB says.
     scenario = await startPaymentsScenario(platform, {
+      engine,
       appEndpoint: async (dynamo) => {
         proxy = await startFaultProxy(dynamo.endpoint);
         return proxy.endpoint;
@@ -24,6 +26,7 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
   });
   afterEach(() => {
     proxy.mode = 'pass';
+    proxy.failNext = undefined;
   });
   afterAll(async () => {
     await scenario.stop();
@@ -54,6 +57,28 @@ describe.each(PLATFORMS)('store faults on %s', (platform) => {
     proxy.mode = 'pass';
     const replay = await post(`${test.url}/payments`, { amount: 2 }, { 'Idempotency-Key': key });
     expect(replay.text).toBe(first.text);
+    expect(test.get(Runs).of('create')).toBe(before + 1);
+  });
+
+  // Multi-Region strong consistency tables answer a write racing one in another Region this way.
+  it('treats ReplicatedWriteConflictException as contention: claimed again, then 409 in flight, never run or replayed', async () => {
+    const key = newKey();
+    const before = test.get(Runs).of('create');
+    const conflict = { operation: 'PutItem', type: 'ReplicatedWriteConflictException' };
+    proxy.operations.length = 0;
+    proxy.failNext = { ...conflict, count: 1_000 };
+    const contended = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
+    expect(contended.status).toBe(409);
+    expect(JSON.parse(contended.text)).toMatchObject({ type: ProblemType.inFlight });
+    expect(contended.headers.get('retry-after')).toBe('1');
+    expect(contended.headers.get('idempotent-replayed')).toBeNull();
+    expect(proxy.operations).toEqual(Array(9).fill('PutItem')); // 3 claims, each retried by the SDK
+    expect(test.get(Runs).of('create')).toBe(before);
+
+    proxy.failNext = { ...conflict, count: 1 }; // one conflict, then the claim goes through
+    const created = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('idempotent-replayed')).toBeNull();
     expect(test.get(Runs).of('create')).toBe(before + 1);
   });
 

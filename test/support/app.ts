@@ -19,14 +19,16 @@ export interface TestApp {
 
 /**
  * Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module
- * (`realTime` keeps the wall clock). `configure` runs before the app starts (global interceptors, versioning).
+ * (`realTime` keeps the wall clock; `clock` is one the test also gives its repository). `configure` runs before the
+ * app starts (global interceptors, versioning).
  */
 export async function startApp(
   platform: Platform,
   metadata: ModuleMetadata,
-  { configure = () => undefined, realTime = false }: { configure?: (app: INestApplication) => void; realTime?: boolean } = {},
+  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: FakeClock } = {},
 ): Promise<TestApp> {
-  const clock = realTime ? new WallClock() : new FakeClock();
+  const { configure = () => undefined, realTime = false } = options;
+  const clock = options.clock ?? (realTime ? new WallClock() : new FakeClock());
   const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
     logger: false,

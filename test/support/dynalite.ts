@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { AddressInfo } from 'node:net';
 import { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
@@ -32,9 +33,10 @@ export function localClient(endpoint: string, config: DynamoDBClientConfig = {})
   });
 }
 
-let tables = 0;
-/** A table name no other test in this process uses. */
+/**
+ * A table name no other test uses. Random, not a counter: each test file has its own module registry (a counter
+ * would start again at 1 in the next file of the same worker), and DynamoDB Local is shared by the whole run.
+ */
 export function uniqueTableName(prefix = 'idempotency'): string {
-  tables += 1;
-  return `${prefix}_${process.pid}_${tables}`;
+  return `${prefix}_${process.pid}_${randomBytes(6).toString('hex')}`;
 }

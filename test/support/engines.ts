@@ -18,3 +18,10 @@ export async function startStore(engine: Engine): Promise<Dynalite> {
   if (!dynamoDbLocalEndpoint) throw new Error('DynamoDB Local is not running (see test/support/global-setup.ts)');
   return { endpoint: dynamoDbLocalEndpoint, stop: async () => undefined };
 }
+
+/** Each platform on dynalite, and Express on DynamoDB Local when it runs: the core HTTP cases run on both engines. */
+export const PLATFORM_ENGINES: ['express' | 'fastify', Engine][] = [
+  ['express', 'dynalite'],
+  ['fastify', 'dynalite'],
+  ...(dynamoDbLocalEndpoint ? [['express', 'dynamodb-local'] as ['express', Engine]] : []),
+];

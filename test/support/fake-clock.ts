@@ -1,11 +1,14 @@
 import { IdempotencyClock } from 'nestjs-dynamodb-idempotency';
 
 /**
- * A clock that moves only when told to: leases and retention expire without sleeping. It starts at the next whole
- * second of real time, never in the past: DynamoDB Local really deletes items whose `expires_at` (TTL) has passed.
+ * Where every fake clock of a test process starts (so two app instances agree): a whole second a week ahead of real
+ * time. Never in the past, because DynamoDB Local really deletes items whose `expires_at` (TTL) has passed.
  */
+const START_MS = Math.ceil(Date.now() / 1000) * 1000 + 7 * 86_400_000;
+
+/** A clock that moves only when told to: leases and retention expire without sleeping. */
 export class FakeClock extends IdempotencyClock {
-  constructor(private ms = Math.ceil(Date.now() / 1000) * 1000) {
+  constructor(private ms = START_MS) {
     super();
   }
 

@@ -253,8 +253,9 @@ describe('commitWith without transactions', () => {
 
 describe('IdempotencyContext', () => {
   it('records commitWith writes in the in-memory repository, without applying them, for unit tests', async () => {
-    const repository = new InMemoryIdempotencyRepository();
-    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }));
+    const clock = new FakeClock();
+    const repository = new InMemoryIdempotencyRepository(clock);
+    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
     try {
       const response = await post(`${test.url}/shop/orders/o1`, {}, { 'Idempotency-Key': 'k1' });
       expect(response.status).toBe(201);

@@ -360,7 +360,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     } catch (error) {
       result = dynamoErrorCode(error);
       const fields = { operation, table: this.tableName, dynamo_error_code: result };
-      if (isConditionalCheckFailed(error) || isTransactionCanceled(error)) {
+      // Answers the caller reads (a lost race, a cancelled transaction, a claim contended across Regions), not faults.
+      // Contention on a completion or release is a fault like throttling: retried by the service.
+      if (isConditionalCheckFailed(error) || isTransactionCanceled(error) || (operation === 'claim' && isReplicatedWriteConflict(error))) {
         this.logger.debug({ msg: 'conditional write rejected', ...fields });
         throw error;
       }
