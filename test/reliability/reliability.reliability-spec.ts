@@ -2,7 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { randomBytes } from 'node:crypto';
+import { decodeStoredResponse } from '../../libs/idempotency/src/stored-response.codec';
+import { describeOnDynamoDbLocal } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { scanTable } from '../support/table';
+import { localClient } from '../support/dynalite';
 import { metricValue } from '../support/telemetry';
 import {
   AppProc,
@@ -259,4 +264,74 @@ it('store restart: no completed result is lost', async () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+/**
+ * On AWS's DynamoDB Local, where the demo commits each order with its key's completion (`commitWith`): the order
+ * exists if and only if its key is COMPLETED, whenever the process dies.
+ */
+describeOnDynamoDbLocal('exactly-once orders on DynamoDB Local', () => {
+  const endpoint = process.env.DYNAMODB_LOCAL_ENDPOINT!;
+  const freshTables = () => {
+    const suffix = randomBytes(4).toString('hex');
+    return { IDEMPOTENCY_TABLE: `idempotency_${suffix}`, ORDERS_TABLE: `orders_${suffix}` };
+  };
+
+  it('sends a first POST /orders as one PutItem (the claim) and one TransactWriteItems (order + completion)', async () => {
+    const proxy = await startFaultProxy(endpoint);
+    try {
+      const demo = await track(startDemo(proxy.endpoint, freshTables()));
+      expect(demo.output).toContain('POST /orders commits each order with its idempotency key in one transaction');
+      proxy.operations.length = 0;
+      const { final } = await placeOrder(demo.url, 'calls-1', orderFor('calls-1'), 0);
+      expect(final.status).toBe(201);
+      expect(proxy.operations).toEqual(['PutItem', 'TransactWriteItems']);
+      record('DynamoDB Local: a first POST /orders sent PutItem + TransactWriteItems and nothing else');
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('SIGKILL at 30 random moments of first requests: never an order without its completed key, one order per key after retries', async () => {
+    const tables = freshTables();
+    const env = { ...tables, IDEMPOTENCY_PENDING_TTL_SECONDS: '1', ORDER_PROCESSING_DELAY_MS: '150', IDEMPOTENCY_REPLAY_CACHE: '0' };
+    const client = localClient(endpoint);
+    const state = async () => {
+      const records = (await scanTable(client, tables.IDEMPOTENCY_TABLE)).map(({ item }) => item);
+      const completedOrderIds = new Set(
+        records.filter((r) => r.status === 'COMPLETED').map((r) => (decodeStoredResponse(r.response).body as { id: string }).id),
+      );
+      return { records, completedOrderIds, orders: await ordersIn(endpoint, tables.ORDERS_TABLE) };
+    };
+    const retrier = await track(startDemo(endpoint, env));
+    const keys: string[] = [];
+    const beforeKill: number[] = [];
+    for (let round = 0; round < 10; round++) {
+      const victim = await track(startDemo(endpoint, env));
+      const roundKeys = [0, 1, 2].map((i) => `kill-${round}-${i}`);
+      keys.push(...roundKeys);
+      // Three first requests 70 ms apart and one kill at a random moment: each is caught in its own phase (before
+      // the claim, in the 150 ms handler, in the transaction, or already answered).
+      const attempts = roundKeys.map((key, i) => sleep(i * 70).then(() => placeOrder(victim.url, key, orderFor(key), 0)));
+      await sleep(Math.random() * 450);
+      await victim.kill('SIGKILL');
+      beforeKill.push(...(await Promise.all(attempts)).map(({ final }) => final.status));
+
+      const { orders, completedOrderIds } = await state();
+      for (const order of orders) expect(completedOrderIds.has(order.id)).toBe(true);
+    }
+
+    const resolutions = await Promise.all(keys.map((key) => placeOrder(retrier.url, key, orderFor(key))));
+    expect(resolutions.map((r) => r.final.status)).toEqual(keys.map(() => 201));
+    const { records, orders, completedOrderIds } = await state();
+    for (const key of keys) expect(orders.filter((order) => order.item === key)).toHaveLength(1);
+    expect(orders).toHaveLength(keys.length);
+    expect(records.map((r) => r.status)).toEqual(keys.map(() => 'COMPLETED'));
+    expect(new Set(orders.map((order) => order.id))).toEqual(completedOrderIds);
+    client.destroy();
+    record(
+      `DynamoDB Local: SIGKILL of the demo at 30 random moments (answers before the kill: ${JSON.stringify(tally(beforeKill))}); ` +
+        `after retries ${keys.length} keys COMPLETED, ${orders.length} orders, none ever without its completed key`,
+    );
+  });
 });
