@@ -1,8 +1,12 @@
 // npm run bench: dynalite and the demo app as separate processes, driven by autocannon from this process.
-// Writes bench/RESULTS.md. Benchmarks are not tests: nothing here asserts a timing.
+// Every comparison is interleaved (A B F, B F A, F A B, …) and reported as the median and spread of its per-round
+// ratios; then the app is profiled with --cpu-prof. Writes bench/RESULTS.md (and bench/PROFILE.md).
+// Benchmarks are not tests: nothing here asserts a timing.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
@@ -11,6 +15,8 @@ import { freePort } from '../scripts/free-port.mjs';
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
 const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 2);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const PROFILE = process.env.BENCH_PROFILE !== '0';
 const REPLAY_KEYS = 200;
 const body = JSON.stringify({ item: 'book', quantity: 1 });
 
@@ -18,8 +24,8 @@ const processes = [];
 process.on('exit', () => processes.forEach((child) => child.kill('SIGKILL')));
 
 
-function start(args, env = {}) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function start(args, env = {}, nodeArgs = []) {
+  const child = spawn(process.execPath, [...nodeArgs, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -41,7 +47,7 @@ async function waitFor(url, child) {
   throw new Error(`${url} did not come up:\n${child.output()}`);
 }
 
-async function startApp(endpoint, env) {
+async function startApp(endpoint, env, nodeArgs = []) {
   const port = await freePort();
   const child = start(['dist/apps/orders-api/main.js'], {
     PORT: String(port),
@@ -50,20 +56,30 @@ async function startApp(endpoint, env) {
     BENCH_ROUTES: '1',
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     ...env,
-  });
+  }, nodeArgs);
   const url = `http://127.0.0.1:${port}`;
   await waitFor(`${url}/bench/plain`, child);
   // JIT warm-up of the app and of dynalite, on every route, before anything is measured.
-  for (const path of ['/bench/plain', '/bench/idempotent', '/bench/powertools']) {
-    await load(url, path, keyStream('fresh', `boot-${port}-${path}`), 3);
-  }
-  return { url, stop: () => child.kill('SIGKILL') };
+  for (const path of ROUTES) await load(url, path, keyStream('fresh', `boot-${port}-${path}`), 3);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    url,
+    stop: () => child.kill('SIGKILL'),
+    /** A normal exit (so --cpu-prof writes its profile). */
+    exit: async () => {
+      await fetch(`${url}/bench/exit`, { method: 'POST' });
+      await exited;
+    },
+  };
 }
+
+const ROUTES = ['/bench/plain', '/bench/idempotent', '/bench/powertools', '/bench/floor'];
+const OURS = '/bench/idempotent';
 
 /** DynamoDB calls and CPU time (µs) the app has used so far. */
 const appStats = async (url) => {
-  const { dynamoCalls, cpuMicros } = await (await fetch(`${url}/bench/stats`)).json();
-  return { calls: Object.values(dynamoCalls).reduce((sum, n) => sum + n, 0), cpuMicros };
+  const { dynamoCalls, cpuMicros, monotonicMicros } = await (await fetch(`${url}/bench/stats`)).json();
+  return { calls: Object.values(dynamoCalls).reduce((sum, n) => sum + n, 0), cpuMicros, monotonicMicros };
 };
 
 /** Keys for one run: `fresh` (a new key per request), `replay` (cycling over completed keys), `pairs` (each key twice, back to back). */
@@ -105,22 +121,17 @@ async function load(url, path, keys, duration = DURATION_SECONDS) {
     callsPerRequest: (after.calls - before.calls) / total,
     cpuMicrosPerRequest: (after.cpuMicros - before.cpuMicros) / total,
     total,
+    window: [before.monotonicMicros, after.monotonicMicros],
   };
 }
 
-function mean(a, b) {
-  const avg = (x, y) => (x + y) / 2;
-  return {
-    rps: avg(a.rps, b.rps),
-    p50: avg(a.p50, b.p50),
-    p99: avg(a.p99, b.p99),
-    errors: a.errors + b.errors,
-    statuses: { '2xx': a.statuses['2xx'] + b.statuses['2xx'], non2xx: a.statuses.non2xx + b.statuses.non2xx },
-    callsPerRequest: avg(a.callsPerRequest, b.callsPerRequest),
-    cpuMicrosPerRequest: avg(a.cpuMicrosPerRequest, b.cpuMicrosPerRequest),
-    total: a.total + b.total,
-  };
-}
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const spread = (values) => ({ median: median(values), min: Math.min(...values), max: Math.max(...values) });
 
 async function prime(url, path, prefix) {
   for (let i = 0; i < REPLAY_KEYS; i += 20) {
@@ -132,130 +143,252 @@ async function prime(url, path, prefix) {
   }
 }
 
+/** One measured run of a route: a warm-up with new keys, the replay keys primed if needed, then the load. */
+async function once(app, path, kind) {
+  const tag = randomUUID().slice(0, 8);
+  await load(app.url, path, keyStream('fresh', `warm-${tag}`), WARM_UP_SECONDS); // warm-up, not reported
+  // Primed after the warm-up, whose new keys would otherwise push them out of the replay caches.
+  if (kind === 'replay') await prime(app.url, path, tag);
+  return load(app.url, path, keyStream(kind, tag));
+}
+
+/**
+ * The routes of one scenario, interleaved: round i runs them rotated by i (A B F, B F A, F A B), so each route meets
+ * the machine's drift in every position. Returns every run per route, in round order.
+ */
+async function interleaved(app, scenario, kind, routes) {
+  const runs = Object.fromEntries(routes.map((route) => [route, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < routes.length; i++) {
+      const route = routes[(i + round) % routes.length];
+      const run = await once(app, route, kind);
+      runs[route].push(run);
+      console.log(`${scenario.padEnd(40)} round ${round + 1} ${route.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`);
+    }
+  }
+  return { scenario, kind, runs };
+}
+
+/** Per-round ratios of `ours` to `other` for one figure, as median [min–max]. */
+function ratio(result, other, figure) {
+  const ours = result.runs[OURS];
+  return spread(ours.map((run, i) => run[figure] / result.runs[other][i][figure]));
+}
+
+async function measure(endpoint) {
+  const results = [];
+  const cached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '1' });
+  results.push(await interleaved(cached, 'new key every request', 'fresh', [OURS, '/bench/powertools', '/bench/floor']));
+  results.push(await interleaved(cached, 'replays, cache on', 'replay', [OURS, '/bench/powertools', '/bench/plain']));
+  results.push(await interleaved(cached, 'mix: 50 % concurrent duplicates', 'pairs', [OURS, '/bench/powertools']));
+  cached.stop();
+  const uncached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '0' });
+  results.push(await interleaved(uncached, 'replays, cache off', 'replay', [OURS, '/bench/powertools', '/bench/floor']));
+  results.push(await interleaved(uncached, 'mix, cache off', 'pairs', [OURS, '/bench/powertools']));
+  uncached.stop();
+  const memory = await startApp(endpoint, { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' });
+  results.push(await interleaved(memory, 'in-memory store, new key', 'fresh', [OURS, '/bench/plain']));
+  results.push(await interleaved(memory, 'in-memory store, replays', 'replay', [OURS, '/bench/plain']));
+  memory.stop();
+  return results;
+}
+
+/**
+ * `node --cpu-prof` on an app that runs one scenario on the module's route; the samples taken during the measured
+ * run (not start-up or warm-up) summed by function: self time.
+ */
+async function profile(endpoint, scenario, kind, env) {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-prof-'));
+  const app = await startApp(endpoint, env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+  const run = await once(app, OURS, kind);
+  await app.exit();
+  const [file] = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
+  const { nodes, samples, timeDeltas, startTime } = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+  const byId = new Map(nodes.map((node) => [node.id, node]));
+  const self = new Map();
+  let t = startTime;
+  let total = 0;
+  samples.forEach((id, i) => {
+    t += timeDeltas[i];
+    if (t < run.window[0] || t > run.window[1]) return;
+    const { functionName, url, lineNumber } = byId.get(id).callFrame;
+    const where = url ? `${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|libs)\//, '$1/')}:${lineNumber + 1}` : '';
+    const frame = `${functionName || '(anonymous)'} ${where}`.trim();
+    const delta = timeDeltas[i + 1] ?? 0;
+    self.set(frame, (self.get(frame) ?? 0) + delta);
+    total += delta;
+  });
+  const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15);
+  const packages = new Map();
+  for (const [frame, micros] of self) packages.set(packageOf(frame), (packages.get(packageOf(frame)) ?? 0) + micros);
+  console.log(`profile: ${scenario}: ${run.rps.toFixed(0)} req/s, ${run.cpuMicrosPerRequest.toFixed(0)} µs CPU/req`);
+  return { scenario, run, total, top, packages: [...packages.entries()].sort((a, b) => b[1] - a[1]) };
+}
+
+/** Who a frame belongs to: an npm package, this library, the demo, Node itself, or V8 (GC, idle, program). */
+function packageOf(frame) {
+  const location = frame.split(' ').pop();
+  if (location.startsWith('libs/')) return 'nestjs-dynamodb-idempotency (this module)';
+  if (location.startsWith('dist/')) return 'the demo app';
+  if (location.startsWith('node:')) return 'Node.js (node:*)';
+  const pkg = /^((?:@[^/]+\/)?[^/:]+)\//.exec(location)?.[1];
+  if (pkg?.startsWith('@aws-sdk') || pkg?.startsWith('@smithy') || pkg?.startsWith('@aws-crypto')) return 'AWS SDK (@aws-sdk, @smithy)';
+  if (pkg?.startsWith('@nestjs')) return 'NestJS';
+  if (pkg?.startsWith('@aws-lambda-powertools')) return 'Powertools';
+  return pkg ?? 'V8 / native (GC, idle, writev, …)';
+}
+
 async function main() {
   const dynalitePort = await freePort();
   const dynalite = start([new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname, '--port', String(dynalitePort)]);
   const endpoint = `http://127.0.0.1:${dynalitePort}`;
   await waitFor(endpoint, dynalite);
-  const rows = [];
-  const once = async (app, path, kind) => {
-    const tag = randomUUID().slice(0, 8);
-    await load(app.url, path, keyStream('fresh', `warm-${tag}`), WARM_UP_SECONDS); // warm-up, not reported
-    // Primed after the warm-up, whose new keys would otherwise push them out of the replay caches.
-    if (kind === 'replay') await prime(app.url, path, tag);
-    return load(app.url, path, keyStream(kind ?? 'fresh', tag));
-  };
-  const add = (scenario, path, note, figures) => {
-    rows.push({ scenario, route: path, note, ...figures });
-    console.log(`${scenario.padEnd(46)} ${path.padEnd(18)} ${figures.rps.toFixed(0).padStart(6)} req/s  p50 ${figures.p50} ms  p99 ${figures.p99} ms  ${figures.callsPerRequest.toFixed(2)} calls/req  ${figures.cpuMicrosPerRequest.toFixed(0)} µs CPU/req`);
-  };
-  const run = async (app, scenario, path, kind, note = '') => add(scenario, path, note, await once(app, path, kind));
-  /** Ours and Powertools, in the order A B B A, each reported as the mean of its two runs (the table grows as runs go). */
-  const compare = async (app, scenario, kind, powertoolsNote = '') => {
-    const a1 = await once(app, '/bench/idempotent', kind);
-    const b1 = await once(app, '/bench/powertools', kind);
-    const b2 = await once(app, '/bench/powertools', kind);
-    const a2 = await once(app, '/bench/idempotent', kind);
-    add(scenario, '/bench/idempotent', 'mean of 2 runs', mean(a1, a2));
-    add(scenario, '/bench/powertools', [powertoolsNote, 'mean of 2 runs'].filter(Boolean).join(', '), mean(b1, b2));
-  };
-
-  const cached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '1' });
-  await run(cached, '1. baseline, no @Idempotent()', '/bench/plain');
-  await compare(cached, '2. new key every request', 'fresh', 'useLocalCache: true');
-  await compare(cached, '3. replays, cache on', 'replay', 'useLocalCache: true');
-  await compare(cached, '4. mix: 50 % concurrent duplicates', 'pairs', 'useLocalCache: true');
-  cached.stop();
-
-  const uncached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '0' });
-  await compare(uncached, '3. replays, cache off', 'replay', 'useLocalCache: false');
-  await compare(uncached, '4. mix: 50 % concurrent duplicates, cache off', 'pairs', 'useLocalCache: false');
-  uncached.stop();
-
-  const memory = await startApp(endpoint, { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' });
-  await run(memory, 'in-memory repository: baseline', '/bench/plain');
-  await run(memory, 'in-memory repository: new key every request', '/bench/idempotent', 'fresh');
-  await run(memory, 'in-memory repository: replays', '/bench/idempotent', 'replay');
-  memory.stop();
+  const results = await measure(endpoint);
+  const profiles = PROFILE
+    ? [
+        await profile(endpoint, 'new key every request', 'fresh', { IDEMPOTENCY_REPLAY_CACHE: '1' }),
+        await profile(endpoint, 'replays, cache on', 'replay', { IDEMPOTENCY_REPLAY_CACHE: '1' }),
+      ]
+    : [];
   dynalite.kill('SIGKILL');
-
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(rows));
-  console.log('wrote bench/RESULTS.md');
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results));
+  if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles));
+  console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
 }
 
-function report(rows) {
-  const find = (scenario, route) => rows.find((row) => row.scenario === scenario && row.route === route);
-  const ratio = (a, b) => (a && b ? (a.rps / b.rps).toFixed(2) : 'n/a');
-  const table = [
-    '| scenario | route | req/s | p50 ms | p99 ms | DynamoDB calls / request | app CPU µs / request | non-2xx | errors |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(
-      (row) =>
-        `| ${row.scenario} | \`${row.route}\`${row.note ? ` (${row.note})` : ''} | ${row.rps.toFixed(0)} | ${row.p50} | ${row.p99} | ${row.callsPerRequest.toFixed(2)} | ${row.cpuMicrosPerRequest.toFixed(0)} | ${row.statuses.non2xx} | ${row.errors} |`,
-    ),
-  ];
-  const comparisons = [
-    '2. new key every request',
-    '3. replays, cache on',
-    '3. replays, cache off',
-    '4. mix: 50 % concurrent duplicates',
-    '4. mix: 50 % concurrent duplicates, cache off',
-  ].map((scenario) => `| ${scenario} | ${ratio(find(scenario, '/bench/idempotent'), find(scenario, '/bench/powertools'))} |`);
-  const memoryBaseline = find('in-memory repository: baseline', '/bench/plain');
-  const memoryFresh = find('in-memory repository: new key every request', '/bench/idempotent');
-  const memoryReplay = find('in-memory repository: replays', '/bench/idempotent');
-  const overhead = (row) => (row && memoryBaseline ? `${((1 - row.rps / memoryBaseline.rps) * 100).toFixed(1)} %` : 'n/a');
+const f0 = (n) => n.toFixed(0);
+const f2 = (n) => n.toFixed(2);
+const range = ({ median: m, min, max }, format) => `${format(m)} [${format(min)}–${format(max)}]`;
+/** Higher is better for throughput, lower for CPU; a spread that crosses 1.0 is a tie. */
+function verdict({ min, max }, higherIsBetter) {
+  if (min <= 1 && max >= 1) return 'tie';
+  return (min > 1) === higherIsBetter ? 'better' : 'worse';
+}
+
+function report(results) {
+  const find = (scenario) => results.find((result) => result.scenario === scenario);
+  const rows = results.flatMap((result) =>
+    Object.entries(result.runs).map(([route, runs]) => {
+      const pick = (figure) => spread(runs.map((run) => run[figure]));
+      const non2xx = runs.reduce((sum, run) => sum + run.statuses.non2xx, 0);
+      const errors = runs.reduce((sum, run) => sum + run.errors, 0);
+      return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;
+    }),
+  );
+  const comparisons = results.flatMap((result) =>
+    Object.keys(result.runs)
+      .filter((route) => route !== OURS)
+      .map((other) => {
+        const rps = ratio(result, other, 'rps');
+        const cpu = ratio(result, other, 'cpuMicrosPerRequest');
+        return `| ${result.scenario} | \`${other}\` | ${range(rps, f2)} | ${verdict(rps, true)} | ${range(cpu, f2)} | ${verdict(cpu, false)} |`;
+      }),
+  );
+  const goal = (text, value, target, met) => `| ${text} | ${value} | ${target} | ${met ? 'met' : '**not met**'} |`;
+  const goals = [];
+  for (const scenario of ['new key every request', 'replays, cache off']) {
+    const result = find(scenario);
+    const cpu = ratio(result, '/bench/powertools', 'cpuMicrosPerRequest');
+    const floor = ratio(result, '/bench/floor', 'rps');
+    goals.push(goal(`${scenario}: CPU per request ÷ Powertools'`, f2(cpu.median), '≤ 0.85', cpu.median <= 0.85));
+    goals.push(goal(`${scenario}: throughput ÷ the floor route's`, f2(floor.median), '≥ 0.90', floor.median >= 0.9));
+  }
+  const cachedVsPowertools = ratio(find('replays, cache on'), '/bench/powertools', 'rps');
+  const cachedVsPlain = ratio(find('replays, cache on'), '/bench/plain', 'rps');
+  goals.push(goal("replays, cache on: throughput ÷ Powertools'", f2(cachedVsPowertools.median), '≥ 1.00', cachedVsPowertools.median >= 1));
+  goals.push(goal("replays, cache on: throughput ÷ the plain route's", f2(cachedVsPlain.median), '≥ 0.80', cachedVsPlain.median >= 0.8));
+  const memoryLost = 1 - ratio(find('in-memory store, new key'), '/bench/plain', 'rps').median;
+  goals.push(goal("in-memory store, new key: throughput lost vs the plain route", `${(memoryLost * 100).toFixed(1)} %`, '< 15 %', memoryLost < 0.15));
+  const calls = (scenario) => f2(median(find(scenario).runs[OURS].map((run) => run.callsPerRequest)));
   const cpu = os.cpus();
-  const baselines = rows.filter((row) => row.route === '/bench/plain').map((row) => row.rps.toFixed(0)).join(' and ');
   return `# Benchmark results
 
 Generated by \`npm run bench\` (\`node bench/bench.mjs\`, after \`npm run build\`) on ${new Date().toISOString().slice(0, 10)}.
 Machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.platform()} ${os.release()}, Node ${process.version}.
-Setup: dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process), autocannon in a third
-process; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per run, each after a ${WARM_UP_SECONDS} s warm-up on the same route
-(and 3 s on every route when an app starts); the handler is trivial (it echoes the body), so
-the figures are the idempotency layer's. All three processes share the machine's ${cpu.length} cores.
-DynamoDB calls are counted by an SDK middleware in the app (every attempt the SDK sends), divided by the requests
-autocannon completed. Powertools (\`@aws-lambda-powertools/idempotency\` 2.35, \`makeIdempotent\` with
-\`DynamoDBPersistenceLayer\`, key from \`eventKeyJmesPath\`, no payload validation) runs in the same app on the same
-client, keys, payloads and concurrency. Replays cycle over ${REPLAY_KEYS} completed keys; "mix" sends every key twice
-back to back, so the pair arrives concurrently.
 
-${table.join('\n')}
+## How it is measured
 
-## Ratios: this module's throughput ÷ Powertools'
+dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process) and autocannon (this process)
+share the machine's ${cpu.length} cores; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per run, each after a ${WARM_UP_SECONDS} s warm-up on the same route
+(and 3 s on every route when an app starts). The handler is trivial (it echoes the body), so the figures are the
+idempotency layer's. Routes of the same app:
 
-| scenario | ratio |
-|---|---:|
+- \`/bench/idempotent\`: the module (\`@Idempotent()\`);
+- \`/bench/powertools\`: \`@aws-lambda-powertools/idempotency\` 2.35 (\`makeIdempotent\`, \`DynamoDBPersistenceLayer\`, key from
+  \`eventKeyJmesPath\`, no payload validation, its local cache on or off with the module's) on the same client;
+- \`/bench/floor\`: by hand, exactly the DynamoDB calls the module needs (a conditional \`PutItem\`, then a conditional
+  \`UpdateItem\`; for a replay the failed \`PutItem\` and a consistent \`GetItem\`, as on dynalite), same client, nothing
+  else: the floor for those calls;
+- \`/bench/plain\`: no idempotency at all.
+
+Each scenario runs its routes interleaved for ${ROUNDS} rounds, rotated each round (A B F, B F A, F A B), and every
+ratio below is taken within a round (adjacent runs) and reported as the **median [min–max] over the rounds**. A ratio
+whose range crosses 1.0 is a **tie**, whatever its median. CPU per request is the app process's user + system CPU
+time (\`process.cpuUsage()\`) over the run, divided by the requests completed: the app sits at 100 % CPU, so this is
+the figure that decides throughput. DynamoDB calls are counted by an SDK middleware in the app.
+
+## Runs (median [min–max] over ${ROUNDS} rounds)
+
+| scenario | route | req/s | app CPU µs / request | p50 / p99 ms | DynamoDB calls / request | non-2xx | errors |
+|---|---|---:|---:|---:|---:|---:|---:|
+${rows.join('\n')}
+
+## The module against each comparison (per-round ratios, median [min–max])
+
+Throughput ratio: the module's req/s ÷ the other route's (above 1: the module is faster). CPU ratio: the module's
+CPU µs per request ÷ the other's (below 1: the module is lighter).
+
+| scenario | compared with | throughput ratio | | CPU ratio | |
+|---|---|---:|---|---:|---|
 ${comparisons.join('\n')}
 
-## The module's own cost (in-memory repository, no DynamoDB)
+## Goals (medians of the interleaved rounds)
 
-Throughput lost against the same app's baseline route: new key every request ${overhead(memoryFresh)}, replays ${overhead(memoryReplay)}
-(target: under 15 %).
+| goal | measured | target | |
+|---|---:|---:|---|
+${goals.join('\n')}
+
+DynamoDB calls per request (the module, medians): new key ${calls('new key every request')}, uncached replay ${calls('replays, cache off')} (2 on dynalite: its failed
+claim does not return the item, so the module reads it with a consistent \`GetItem\`; on DynamoDB the item comes
+with the failed claim and it is 1, shown on DynamoDB Local in \`test/transactions\`), cached replay ${calls('replays, cache on')}. The last
+hundredths above a whole number are requests still in flight when a run's clock stops.
 
 ## Caveats
 
-- All three processes share 2 cores of a virtual machine, and runs vary: the same baseline route measured
-  ${baselines} req/s in two app processes of this run. Treat differences under about 10 % as noise.
-- "non-2xx" in the mix rows are 409s for duplicates that arrived while their first request ran. This module
-  answers those from the process (the duplicate joins the running claim: no DynamoDB call), so more of them end as
-  a quick 409; Powertools sends each to DynamoDB, and by the time its claim fails the first may have completed,
-  so more of its duplicates end as a replay. Throughput counts every answer.
-- The module's own cost is above the 15 % target in this run. A profile puts about a third of it in Nest's
-  interceptor machinery (a no-op interceptor on the same route costs ~10 % here), the rest in the module: two
-  SHA-256s (the partition key, the fingerprint of the whole request), canonical JSON, copying the response for
-  storage, the in-memory repository's copies, and its metrics and spans. Powertools' route has no interceptor and
-  no payload fingerprint in this comparison.
+- Three processes share 2 cores of a virtual machine; the interleaving spreads drift over every route, and the
+  ranges show what is left. Treat a tie as a tie.
+- In the mix scenarios the module answers a duplicate that arrives while its first request runs from the process
+  (it joins the running claim: no DynamoDB call), so more of them end as a quick 409; Powertools sends each to
+  DynamoDB. Throughput counts every answer.
+- The profile of the module's route is in [PROFILE.md](PROFILE.md).
+`;
+}
 
-## Reading the DynamoDB call counts
+function profileReport(profiles) {
+  const sections = profiles.map(({ scenario, run, total, top, packages }) => {
+    const share = (micros) => `${((micros / total) * 100).toFixed(1)} %`;
+    const lines = top.map(([frame, micros]) => `| ${share(micros)} | \`${frame.replace(/\|/g, '\\|')}\` |`);
+    const owners = packages.slice(0, 10).map(([owner, micros]) => `| ${share(micros)} | ${owner} |`);
+    return `### ${scenario}
 
-A first request costs 2 calls (claim, complete); the last few hundredths above 2 are requests still in flight
-when a run's clock stops, whose calls are counted but which autocannon does not count as completed. An uncached duplicate costs 2 calls on dynalite: its failed claim
-does not return the old item (dynalite ignores \`ReturnValuesOnConditionCheckFailure\`), so the module reads it
-with a consistent \`GetItem\`; on DynamoDB the item comes with the failed claim and the duplicate costs 1 call
-(checked in the mocked-client spec). A cached replay costs 0.
+${f0(run.rps)} req/s, ${f0(run.cpuMicrosPerRequest)} µs CPU per request while profiled (the profiler itself costs some).
+
+| self time | by owner |
+|---:|---|
+${owners.join('\n')}
+
+| self time | top functions (and locations) |
+|---:|---|
+${lines.join('\n')}`;
+  });
+  return `# Profile of the module's route
+
+Generated by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: the demo app under \`node --cpu-prof\`, one
+scenario per app process, and only the samples taken during the measured ${DURATION_SECONDS} s run (not start-up or warm-up),
+summed by function (self time, share of the run's samples).
+
+${sections.join('\n\n')}
 `;
 }
 

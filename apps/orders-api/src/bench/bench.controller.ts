@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { Body, ConflictException, Controller, Get, Headers, HttpCode, Inject, Post } from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
@@ -12,14 +14,19 @@ interface BenchEvent {
 }
 
 /**
- * Routes for `npm run bench` only (BENCH_ROUTES=1): the same trivial handler bare, behind `@Idempotent()`, and
- * behind Powertools' `makeIdempotent` with its DynamoDB persistence layer on the same endpoint and client.
+ * Routes for `npm run bench` only (BENCH_ROUTES=1): the same trivial handler bare, behind `@Idempotent()`, behind
+ * Powertools' `makeIdempotent` with its DynamoDB persistence layer on the same endpoint and client, and behind the
+ * floor: by hand, exactly the DynamoDB calls the module needs and nothing else.
  */
 @Controller('bench')
 export class BenchController {
   private readonly powertools: (event: BenchEvent) => Promise<unknown>;
+  private readonly documents: DynamoDBDocumentClient;
+  private readonly tableName: string;
 
   constructor(client: DynamoDBClient, @Inject(ORDERS_API_CONFIG) config: OrdersApiConfig) {
+    this.documents = DynamoDBDocumentClient.from(client);
+    this.tableName = config.idempotencyTable;
     // Loaded here only: a dev dependency, for the comparison. Subpath export, so no static types.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { makeIdempotent, IdempotencyConfig } = require('@aws-lambda-powertools/idempotency');
@@ -63,10 +70,66 @@ export class BenchController {
     }
   }
 
+  /**
+   * The floor: a conditional PutItem claims the key (the module's item shape), the work runs, a conditional UpdateItem
+   * completes it with the response as JSON. A lost claim reads the item (`GetItem`, consistent: dynalite returns
+   * no item with the failed condition) and returns its body. No hashing, fingerprint, lease, cache or telemetry.
+   */
+  @Post('floor')
+  @HttpCode(200)
+  async floor(@Headers('idempotency-key') key: string, @Body() body: unknown) {
+    const pk = `POST /bench/floor#${key}`;
+    const now = Math.floor(Date.now() / 1000);
+    const claimToken = randomUUID();
+    try {
+      await this.documents.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: { pk, status: 'PENDING', expires_at: now + 60, claim_token: claimToken, fingerprint: '-', pending_since: now },
+          ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
+          ExpressionAttributeValues: { ':now': now },
+        }),
+      );
+    } catch (error) {
+      if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
+      const { Item } = await this.documents.send(new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }));
+      if (Item?.status !== 'COMPLETED') throw new ConflictException('in progress');
+      return JSON.parse(Item.response as string).body;
+    }
+    const result = work(body);
+    await this.documents.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { pk },
+        UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
+        ConditionExpression: '#s = :pending AND claim_token = :token',
+        ExpressionAttributeNames: { '#s': 'status', '#r': 'response' },
+        ExpressionAttributeValues: {
+          ':completed': 'COMPLETED',
+          ':pending': 'PENDING',
+          ':token': claimToken,
+          ':response': JSON.stringify({ statusCode: 200, headers: {}, body: result }),
+          ':expiresAt': now + 86_400,
+          ':now': now,
+        },
+      }),
+    );
+    return result;
+  }
+
+  /** Calls so far, CPU time used (µs), and the monotonic clock (µs) that `--cpu-prof` timestamps samples with. */
   @Get('stats')
   stats() {
     const { user, system } = process.cpuUsage();
-    return { dynamoCalls, cpuMicros: user + system };
+    return { dynamoCalls, cpuMicros: user + system, monotonicMicros: Number(process.hrtime.bigint() / 1000n) };
+  }
+
+  /** Ends the process normally, so that `node --cpu-prof` writes its profile. */
+  @Post('exit')
+  @HttpCode(202)
+  exit() {
+    setTimeout(() => process.exit(0), 50);
+    return { exiting: true };
   }
 }
 
