@@ -356,7 +356,8 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       else throw error;
     }
     if (completion.ok || completion.reason === 'already_completed') {
-      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.ok ? completion.expiresAt : (completion.current?.expiresAt ?? 0), response: stored });
+      const expiresAt = completion.ok ? completion.expiresAt : completion.current?.expiresAt;
+      if (expiresAt !== undefined) this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: stored });
       this.telemetry.request('executed');
       return result;
     }
