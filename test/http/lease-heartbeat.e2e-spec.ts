@@ -50,12 +50,14 @@ describe.each(PLATFORMS)('a handler slower than its lease on %s', (platform: Pla
     const before = runs;
     const key = `slow-report-${platform}`;
     let done = false;
+    const startedAt = Date.now();
     const first = post(`${owner.url}/reports`, { ms: 7000 }, { 'Idempotency-Key': key }).finally(() => (done = true));
     await sleep(200);
-    const duringRun: Array<{ status: number; retryAfter: string | null }> = [];
+    const duringRun: Array<{ status: number; retryAfter: string | null; sentAfterMs: number }> = [];
     while (!done) {
+      const sentAfterMs = Date.now() - startedAt;
       const duplicate = await post(`${other.url}/reports`, { ms: 7000 }, { 'Idempotency-Key': key });
-      duringRun.push({ status: duplicate.status, retryAfter: duplicate.headers.get('retry-after') });
+      duringRun.push({ status: duplicate.status, retryAfter: duplicate.headers.get('retry-after'), sentAfterMs });
       await sleep(500);
     }
     const response = await first;
@@ -64,8 +66,9 @@ describe.each(PLATFORMS)('a handler slower than its lease on %s', (platform: Pla
     expect(response.status).toBe(201);
     // Every duplicate while it ran was refused (the last one may have arrived just after the completion).
     const refused = duringRun.filter(({ status }) => status === 409);
-    expect(refused.length).toBeGreaterThanOrEqual(8);
     expect(refused.length).toBeGreaterThanOrEqual(duringRun.length - 1);
+    // Refused long after an unrenewed 2 s lease would have let it claim (how many were sent depends on the load).
+    expect(refused.filter(({ sentAfterMs }) => sentAfterMs > 4500).length).toBeGreaterThanOrEqual(1);
     expect(refused.every(({ retryAfter }) => retryAfter === '1')).toBe(true);
     expect(replay.status).toBe(201);
     expect(replay.text).toBe(response.text);
