@@ -82,6 +82,18 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s', (platform, engine) => 
     expect(test.get(Runs).of('create')).toBe(before + 1);
   });
 
+  it('retries a ReplicatedWriteConflictException on the completion like a store fault, and completes', async () => {
+    const key = newKey();
+    const first = post(`${test.url}/payments`, { amount: 5 }, { 'Idempotency-Key': key });
+    proxy.failNext = { operation: 'UpdateItem', count: 4, type: 'ReplicatedWriteConflictException' };
+    const created = await first;
+    expect(created.status).toBe(201);
+    expect(proxy.failNext.count).toBe(0);
+    const replay = await post(`${test.url}/payments`, { amount: 5 }, { 'Idempotency-Key': key });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.text).toBe(created.text);
+  });
+
   it('answers 503 store-unavailable when DynamoDB drops connections, without running the handler', async () => {
     const before = test.get(Runs).of('create');
     proxy.mode = 'drop';

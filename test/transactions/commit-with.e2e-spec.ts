@@ -301,6 +301,32 @@ describe('IdempotencyContext', () => {
     }
   });
 
+  it('refuses writes given after the call returned (work it left running), instead of dropping them silently', async () => {
+    const clock = new FakeClock();
+    const repository = new InMemoryIdempotencyRepository(clock);
+    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
+    try {
+      let late!: Promise<unknown>;
+      await test.get(IdempotencyService).execute({ operation: 'late', key: 'k' }, (context) => {
+        late = new Promise((resolve) =>
+          setTimeout(() => {
+            try {
+              context.commitWith({ Put: { TableName: 'orders', Item: { id: 'late' } } });
+              resolve('accepted');
+            } catch (error) {
+              resolve(error);
+            }
+          }, 20),
+        );
+        return 'done';
+      });
+      expect(await late).toEqual(expect.objectContaining({ message: expect.stringMatching(/already returned/) }));
+      expect(repository.commits).toEqual([]);
+    } finally {
+      await test.close();
+    }
+  });
+
   it('is inactive outside a protected call and says so when used there', async () => {
     const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository: new InMemoryIdempotencyRepository() }));
     try {
