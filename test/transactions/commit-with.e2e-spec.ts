@@ -252,91 +252,77 @@ describe('commitWith without transactions', () => {
 });
 
 describe('IdempotencyContext', () => {
-  it('records commitWith writes in the in-memory repository, without applying them, for unit tests', async () => {
+  // Each test gets its own app on the in-memory repository, which shares the app's clock.
+  let repository: InMemoryIdempotencyRepository;
+  let test: TestApp;
+  beforeEach(async () => {
     const clock = new FakeClock();
-    const repository = new InMemoryIdempotencyRepository(clock);
-    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
-    try {
-      const response = await post(`${test.url}/shop/orders/o1`, {}, { 'Idempotency-Key': 'k1' });
-      expect(response.status).toBe(201);
-      expect(repository.commits).toEqual([
-        {
-          key: recordKey('POST /shop/orders/:id', undefined, 'k1'),
-          writes: [{ Put: { TableName: 'orders', Item: { id: 'o1', run: 1, padding: '' }, ConditionExpression: 'attribute_not_exists(id)' } }],
-        },
-      ]);
-    } finally {
-      await test.close();
-    }
+    repository = new InMemoryIdempotencyRepository(clock);
+    test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
+  });
+  afterEach(() => test.close());
+
+  it('records commitWith writes in the in-memory repository, without applying them, for unit tests', async () => {
+    const response = await post(`${test.url}/shop/orders/o1`, {}, { 'Idempotency-Key': 'k1' });
+    expect(response.status).toBe(201);
+    expect(repository.commits).toEqual([
+      {
+        key: recordKey('POST /shop/orders/:id', undefined, 'k1'),
+        writes: [{ Put: { TableName: 'orders', Item: { id: 'o1', run: 1, padding: '' }, ConditionExpression: 'attribute_not_exists(id)' } }],
+      },
+    ]);
   });
 
   it('derives keys stable per record and name, distinct across names and records, never the raw key', async () => {
-    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository: new InMemoryIdempotencyRepository() }));
-    try {
-      const service = test.get(IdempotencyService);
-      const derive = (key: string, operation = 'charge') =>
-        service.execute({ operation, key }, (context) => [context.deriveKey('provider'), context.deriveKey('mailer'), context.recordKey]);
-      const [provider, mailer, record] = await derive('raw-client-key-1');
-      expect(provider).toMatch(/^[0-9a-f]{64}$/);
-      expect(mailer).not.toBe(provider);
-      expect(provider).not.toContain('raw-client-key-1');
-      expect(record).toBe(recordKey('fn charge', undefined, 'raw-client-key-1'));
-      expect((await derive('raw-client-key-2'))[0]).not.toBe(provider);
-      expect((await derive('raw-client-key-1', 'refund'))[0]).not.toBe(provider);
-      // A second run of the same record (the first released by an error) derives the same key, under a new claim.
-      const runs: { derived: string; claimToken: string }[] = [];
-      const run = (fail: boolean) =>
-        service.execute({ operation: 'retry', key: 'k' }, (context) => {
-          runs.push({ derived: context.deriveKey('provider'), claimToken: context.claimToken });
-          if (fail) throw new Error('first run fails');
-        });
-      await run(true).catch(() => undefined);
-      await run(false);
-      expect(runs).toHaveLength(2);
-      expect(runs[1].derived).toBe(runs[0].derived);
-      expect(runs[1].claimToken).not.toBe(runs[0].claimToken);
-      expect(runs[0].derived).not.toBe(runs[0].claimToken);
-    } finally {
-      await test.close();
-    }
+    const service = test.get(IdempotencyService);
+    const derive = (key: string, operation = 'charge') =>
+      service.execute({ operation, key }, (context) => [context.deriveKey('provider'), context.deriveKey('mailer'), context.recordKey]);
+    const [provider, mailer, record] = await derive('raw-client-key-1');
+    expect(provider).toMatch(/^[0-9a-f]{64}$/);
+    expect(mailer).not.toBe(provider);
+    expect(provider).not.toContain('raw-client-key-1');
+    expect(record).toBe(recordKey('fn charge', undefined, 'raw-client-key-1'));
+    expect((await derive('raw-client-key-2'))[0]).not.toBe(provider);
+    expect((await derive('raw-client-key-1', 'refund'))[0]).not.toBe(provider);
+    // A second run of the same record (the first released by an error) derives the same key, under a new claim.
+    const runs: { derived: string; claimToken: string }[] = [];
+    const run = (fail: boolean) =>
+      service.execute({ operation: 'retry', key: 'k' }, (context) => {
+        runs.push({ derived: context.deriveKey('provider'), claimToken: context.claimToken });
+        if (fail) throw new Error('first run fails');
+      });
+    await run(true).catch(() => undefined);
+    await run(false);
+    expect(runs).toHaveLength(2);
+    expect(runs[1].derived).toBe(runs[0].derived);
+    expect(runs[1].claimToken).not.toBe(runs[0].claimToken);
+    expect(runs[0].derived).not.toBe(runs[0].claimToken);
   });
 
   it('refuses writes given after the call returned (work it left running), instead of dropping them silently', async () => {
-    const clock = new FakeClock();
-    const repository = new InMemoryIdempotencyRepository(clock);
-    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
-    try {
-      let late!: Promise<unknown>;
-      await test.get(IdempotencyService).execute({ operation: 'late', key: 'k' }, (context) => {
-        late = new Promise((resolve) =>
-          setTimeout(() => {
-            try {
-              context.commitWith({ Put: { TableName: 'orders', Item: { id: 'late' } } });
-              resolve('accepted');
-            } catch (error) {
-              resolve(error);
-            }
-          }, 20),
-        );
-        return 'done';
-      });
-      expect(await late).toEqual(expect.objectContaining({ message: expect.stringMatching(/already returned/) }));
-      expect(repository.commits).toEqual([]);
-    } finally {
-      await test.close();
-    }
+    let late!: Promise<unknown>;
+    await test.get(IdempotencyService).execute({ operation: 'late', key: 'k' }, (context) => {
+      late = new Promise((resolve) =>
+        setTimeout(() => {
+          try {
+            context.commitWith({ Put: { TableName: 'orders', Item: { id: 'late' } } });
+            resolve('accepted');
+          } catch (error) {
+            resolve(error);
+          }
+        }, 20),
+      );
+      return 'done';
+    });
+    expect(await late).toEqual(expect.objectContaining({ message: expect.stringMatching(/already returned/) }));
+    expect(repository.commits).toEqual([]);
   });
 
   it('is inactive outside a protected call and says so when used there', async () => {
-    const test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository: new InMemoryIdempotencyRepository() }));
-    try {
-      const context = test.get(IdempotencyContext);
-      expect(context.active).toBe(false);
-      expect(context.canCommitWith).toBe(false);
-      expect(() => context.recordKey).toThrow(/only available inside a protected call/);
-      expect(() => context.commitWith()).toThrow(/only available inside a protected call/);
-    } finally {
-      await test.close();
-    }
+    const context = test.get(IdempotencyContext);
+    expect(context.active).toBe(false);
+    expect(context.canCommitWith).toBe(false);
+    expect(() => context.recordKey).toThrow(/only available inside a protected call/);
+    expect(() => context.commitWith()).toThrow(/only available inside a protected call/);
   });
 });
