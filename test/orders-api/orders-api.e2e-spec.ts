@@ -8,10 +8,17 @@ import { Dynalite, localClient, startDynalite } from '../support/dynalite';
 const order = { item: 'book', quantity: 2 };
 
 describe('orders-api demo', () => {
-  describe('with the embedded dynalite', () => {
+  describe.each(['express', 'fastify'])('on %s (PLATFORM) with the embedded dynalite', (platform) => {
     let api: RunningOrdersApi;
     beforeAll(async () => {
-      api = await startOrdersApi(configFromEnv({ PORT: '0', ORDER_PROCESSING_DELAY_MS: '150' }), { logger: false });
+      const env = { PLATFORM: platform, PORT: '0', ORDER_PROCESSING_DELAY_MS: '150' };
+      api = await startOrdersApi(configFromEnv(env), { logger: false });
+    });
+
+    it('runs on the platform it was given', async () => {
+      const health = await fetch(`${api.url}/health`);
+      expect(health.headers.get('x-powered-by')).toBe(platform === 'express' ? 'Express' : null);
+      expect(api.app.getHttpAdapter().getType()).toBe(platform);
     });
     afterAll(() => api.close());
 
@@ -60,6 +67,20 @@ describe('orders-api demo', () => {
       expect(JSON.parse(invalid.text).detail).toMatch(/quantity must be a positive integer/);
       const valid = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-c' });
       expect(valid.status).toBe(201);
+    });
+
+    it('answers a malformed JSON body with a 400 problem, and the key is still usable', async () => {
+      const malformed = await fetch(`${api.url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'order-malformed' },
+        body: '{"item": "book", "quantity": ',
+      });
+      expect(malformed.status).toBe(400);
+      expect(malformed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(await malformed.json()).toMatchObject({ type: 'about:blank', title: 'Bad Request', status: 400, detail: expect.any(String) });
+      const valid = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-malformed' });
+      expect(valid.status).toBe(201);
+      expect(valid.headers.get('idempotent-replayed')).toBeNull();
     });
 
     it('answers 404 as a problem for an unknown order', async () => {

@@ -1,5 +1,7 @@
 /** The demo's settings, all from the environment (see the README). */
 export interface OrdersApiConfig {
+  /** The HTTP platform (PLATFORM, default `express`). */
+  platform: 'express' | 'fastify';
   port: number;
   /** The TCP microservice transport of the payments consumer. */
   microservicePort: number;
@@ -27,6 +29,7 @@ export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiConfig {
   const port = integer(env, 'PORT', 0) ?? 3000;
   return {
+    platform: oneOf(env, 'PLATFORM', ['express', 'fastify'] as const),
     port,
     microservicePort: integer(env, 'MICROSERVICE_PORT', 0) ?? (port === 0 ? 0 : port + 1000),
     dynamoEndpoint: env.DYNAMODB_ENDPOINT || undefined,

@@ -1,10 +1,13 @@
 import { AddressInfo, Server } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { NestFactory } from '@nestjs/core';
+import { HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ensureIdempotencyTable, ensureTable, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
 import { OrdersApiConfig } from './config';
+import { ProblemDetailsFilter } from './problem-details.filter';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
 import { POWERTOOLS_TABLE } from './bench/bench.controller';
 import { countDynamoCalls } from './bench/call-counter';
@@ -40,7 +43,9 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
   await ensureTable(client, tableWithId(config.ordersTable));
   if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
 
-  const app = await NestFactory.create(AppModule.forRoot(config, client), options);
+  const adapter = config.platform === 'fastify' ? new FastifyAdapter() : new ExpressAdapter();
+  const app = await NestFactory.create(AppModule.forRoot(config, client), adapter, options);
+  app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
   app.enableShutdownHooks();
   const transport = app.connectMicroservice<MicroserviceOptions>({
     transport: Transport.TCP,
@@ -49,7 +54,8 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
   await app.startAllMicroservices();
   // Port 0 lets the system pick a free port; the one it picked is read back, never guessed beforehand.
   const microservice = { host: '127.0.0.1', port: (transport.unwrap<Server>().address() as AddressInfo).port };
-  await app.listen(config.port);
+  // Fastify listens on 127.0.0.1 unless told otherwise; Express on every interface.
+  await (config.platform === 'fastify' ? app.listen(config.port, '0.0.0.0') : app.listen(config.port));
   const transactions = config.idempotencyStore === 'dynamodb' && (await app.get(IdempotencyService).commitSupported().catch(() => false));
   logger.log(
     transactions

@@ -1,9 +1,11 @@
+import { STATUS_CODES } from 'node:http';
 import { ArgumentsHost, Catch, HttpException } from '@nestjs/common';
 import { BaseExceptionFilter } from '@nestjs/core';
 
 /**
- * The demo answers its own errors (validation, 404) as RFC 9457 problem details too, like the idempotency
- * module does. Anything that is not an HttpException goes to Nest's default handling (a logged 500).
+ * The demo answers its own errors (validation, 404, a malformed JSON body) as RFC 9457 problem details too, like the
+ * idempotency module does. Registered globally, so it also sees the body parser's errors and unknown routes. Anything
+ * that is not an HttpException goes to Nest's default handling (a logged 500).
  */
 @Catch()
 export class ProblemDetailsFilter extends BaseExceptionFilter {
@@ -14,11 +16,11 @@ export class ProblemDetailsFilter extends BaseExceptionFilter {
     const message = typeof body === 'string' ? body : (body as { message?: unknown }).message;
     const problem = {
       type: 'about:blank',
-      title: exception.name.replace(/Exception$/, '').replace(/([a-z])([A-Z])/g, '$1 $2'),
+      title: STATUS_CODES[status] ?? 'Error',
       status,
       detail: Array.isArray(message) ? message.join('; ') : String(message ?? exception.message),
     };
-    const adapter = this.httpAdapterHost!.httpAdapter;
+    const adapter = this.applicationRef!;
     const response = host.switchToHttp().getResponse();
     adapter.setHeader(response, 'Content-Type', 'application/problem+json');
     if (status === 503) adapter.setHeader(response, 'Retry-After', '1');

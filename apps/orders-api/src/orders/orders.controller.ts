@@ -1,14 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res, UseFilters } from '@nestjs/common';
+import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res } from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
-import { ProblemDetailsFilter } from '../problem-details.filter';
 import { CreateOrderInput, CreateOrderPipe, Order } from './order';
 import { OrdersRepository } from './orders.repository';
 
 @Controller('orders')
-@UseFilters(ProblemDetailsFilter)
 export class OrdersController {
   constructor(
     private readonly orders: OrdersRepository,
@@ -18,11 +16,11 @@ export class OrdersController {
   /** Creates an order. A retry with the same Idempotency-Key gets the same order back, never a second one. */
   @Post()
   @Idempotent()
-  async create(@Body(CreateOrderPipe) input: CreateOrderInput, @Res({ passthrough: true }) res: { setHeader(name: string, value: string): void }): Promise<Order> {
+  async create(@Body(CreateOrderPipe) input: CreateOrderInput, @Res({ passthrough: true }) res: ResponseHeaders): Promise<Order> {
     if (this.config.orderProcessingDelayMs > 0) await sleep(this.config.orderProcessingDelayMs); // the "payment" step
     const order: Order = { id: randomUUID(), item: input.item, quantity: input.quantity, createdAt: new Date().toISOString() };
     await this.orders.put(order);
-    res.setHeader('Location', `/orders/${order.id}`);
+    res.header('Location', `/orders/${order.id}`);
     return order;
   }
 
@@ -37,4 +35,9 @@ export class OrdersController {
     if (!order) throw new NotFoundException(`No order ${id}`);
     return order;
   }
+}
+
+/** What the handler needs of the response: `header()` is both Express's and Fastify's. */
+interface ResponseHeaders {
+  header(name: string, value: string): unknown;
 }
