@@ -31,7 +31,8 @@ const consumers = [
 
 async function main() {
   console.log(`test:package in ${work}`);
-  run(npm, ['run', '-s', 'build:lib'], root);
+  // No build first: `npm pack` must build the package itself (its prepack script), never pack an empty dist.
+  rmSync(join(root, 'libs/idempotency/dist'), { recursive: true, force: true });
   const tarball = join(work, run(npm, ['pack', '--silent', '--pack-destination', work], join(root, 'libs/idempotency')).trim());
   checkTarball(tarball);
 
