@@ -13,12 +13,17 @@ export class ProblemDetailsFilter extends BaseExceptionFilter {
     if (!(exception instanceof HttpException) || host.getType() !== 'http') return super.catch(exception, host);
     const status = exception.getStatus();
     const body = exception.getResponse();
-    const message = typeof body === 'string' ? body : (body as { message?: unknown }).message;
+    // Nest's own fields (message, statusCode, error: 'Bad Request') become the problem's; anything else the exception
+    // carries (Terminus's health details) stays.
+    const { message, statusCode: _statusCode, ...extensions } =
+      typeof body === 'string' ? { message: body } : (body as Record<string, unknown>);
+    if (typeof extensions.error === 'string') delete extensions.error;
     const problem = {
       type: 'about:blank',
       title: STATUS_CODES[status] ?? 'Error',
       status,
       detail: Array.isArray(message) ? message.join('; ') : String(message ?? exception.message),
+      ...extensions,
     };
     const adapter = this.applicationRef!;
     const response = host.switchToHttp().getResponse();

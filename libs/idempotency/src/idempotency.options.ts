@@ -44,6 +44,12 @@ export interface IdempotencyModuleOptions {
   scope?: (context: ExecutionContext) => string | undefined;
   /** Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. */
   replayHeaders?: string[];
+  /**
+   * The table is checked once at startup (`DescribeTable`: credentials, existence, key schema). `true` (default): a
+   * problem fails application startup with the reason and the fix. `false`: it is only logged, for apps that must
+   * start while DynamoDB is down (requests then answer 503 until it is back).
+   */
+  failOnStartup?: boolean;
   /** Replaces the DynamoDB repository, e.g. with `InMemoryIdempotencyRepository` in a unit test. */
   repository?: IdempotencyRepository;
   /** Run `IdempotencyReconciler.sweep()` every this many seconds in this process. Off by default. */
@@ -89,7 +95,11 @@ export type ResolvedIdempotencyOptions = Required<
     'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds' | 'failedTtlSeconds' | 'keyHeader'
   >
 > &
-  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds'> & { replayHeaders: string[]; replayCacheEntries: number };
+  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds'> & {
+    replayHeaders: string[];
+    replayCacheEntries: number;
+    failOnStartup: boolean;
+  };
 
 /** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */
 export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
@@ -106,6 +116,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     failedTtlSeconds: seconds('failedTtlSeconds', DEFAULT_FAILED_TTL_SECONDS),
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
+    failOnStartup: options.failOnStartup ?? true,
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
         ? undefined

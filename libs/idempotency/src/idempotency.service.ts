@@ -132,8 +132,18 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     this.cache = new ReplayCache(this.options.replayCacheEntries);
   }
 
-  /** Asks the store once whether it has transactions, so `canCommitWith` is known before the first call. */
+  /**
+   * Checks the store (`failOnStartup`: a problem stops the application) and asks it once whether it has
+   * transactions, so `canCommitWith` is known before the first call.
+   */
   async onApplicationBootstrap(): Promise<void> {
+    try {
+      await this.repository.checkReady();
+    } catch (error) {
+      if (this.options.failOnStartup) throw error;
+      this.logger.error({ msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)', error: String(error) });
+      return;
+    }
     await this.commitSupported().catch(() => undefined);
   }
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   DynamoDBDocumentClient,
   GetCommand,
@@ -183,6 +183,33 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       },
     );
     return this.transactionSupport;
+  }
+
+  /** `DescribeTable`: the table exists, these credentials may use it, and its only key is `pk` (S, HASH). */
+  override async checkReady(): Promise<void> {
+    let table;
+    try {
+      ({ Table: table } = await (this.documents as unknown as DynamoDBClient).send(new DescribeTableCommand({ TableName: this.tableName })));
+    } catch (error) {
+      const where = await this.where();
+      throw new Error(`${describeTable(where)}: ${unusableBecause(error, where)}`);
+    }
+    const keys = (table?.KeySchema ?? []).map((key) => `${key.AttributeName} (${key.KeyType})`).join(', ');
+    const pkType = table?.AttributeDefinitions?.find((attribute) => attribute.AttributeName === 'pk')?.AttributeType;
+    if (keys !== 'pk (HASH)' || pkType !== 'S') {
+      throw new Error(
+        `${describeTable(await this.where())}: its key is ${keys || 'missing'}${pkType ? ` (pk of type ${pkType})` : ''}; the module needs a ` +
+          'table whose only key is pk, a string hash key. Use another tableName, or create one with table:create.',
+      );
+    }
+  }
+
+  /** The table, the region and the endpoint (when not AWS's own) the client is configured for, for startup errors. */
+  private async where(): Promise<TableLocation> {
+    const config = this.documents.config;
+    const region = await Promise.resolve(typeof config.region === 'function' ? config.region() : config.region).catch(() => undefined);
+    const endpoint = config.endpoint ? await config.endpoint().then(formatUrl, () => undefined) : undefined;
+    return { tableName: this.tableName, region, endpoint };
   }
 
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
@@ -397,4 +424,44 @@ function approximateBytes(value: unknown): number {
     return Object.entries(value).reduce((sum, [name, item]) => sum + Buffer.byteLength(name) + approximateBytes(item), 3);
   }
   return typeof value === 'number' ? 21 : 1;
+}
+
+interface TableLocation {
+  tableName: string;
+  region?: string;
+  endpoint?: string;
+}
+
+/** `Idempotency table "keys" (region eu-west-1, endpoint http://localhost:4567)` */
+function describeTable({ tableName, region, endpoint }: TableLocation): string {
+  return `Idempotency table "${tableName}" (region ${region ?? 'unset'}${endpoint ? `, endpoint ${endpoint}` : ''})`;
+}
+
+/** Why the table cannot be used, and what fixes it, from the error `DescribeTable` got. */
+function unusableBecause(error: unknown, { tableName, region, endpoint }: TableLocation): string {
+  const code = dynamoErrorCode(error);
+  const create =
+    `npx nestjs-dynamodb-idempotency table:create --table ${tableName}` +
+    `${region ? ` --region ${region}` : ''}${endpoint ? ` --endpoint ${endpoint}` : ''}`;
+  switch (code) {
+    case 'CredentialsProviderError':
+      return 'no AWS credentials were found. Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any non-empty values for a local endpoint such as dynalite or DynamoDB Local), use a profile or role, or pass clientConfig.credentials.';
+    case 'ResourceNotFoundException':
+      return `the table does not exist. Create it once: ${create}, or ensureIdempotencyTable(client, '${tableName}') before the app starts.`;
+    case 'AccessDeniedException':
+      return `these credentials may not call dynamodb:DescribeTable on it (${messageOf(error)}). Grant it (see IAM in the README), or set failOnStartup: false.`;
+    case 'UnrecognizedClientException':
+    case 'InvalidSignatureException':
+      return `DynamoDB rejected the credentials (${code}). Check the access key, the secret and the region.`;
+    default:
+      return `DescribeTable failed with ${code} (${messageOf(error)}). Check that DynamoDB is reachable at this endpoint and region.`;
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function formatUrl(url: { protocol: string; hostname: string; port?: number; path: string }): string {
+  return `${url.protocol}//${url.hostname}${url.port ? `:${url.port}` : ''}${url.path === '/' ? '' : url.path}`;
 }

@@ -109,6 +109,12 @@ export abstract class IdempotencyRepository {
     return false;
   }
 
+  /**
+   * Checked once at application bootstrap: throws an `Error` saying what is wrong and how to fix it when the store
+   * cannot be used (no credentials, no table, a table with another key). Nothing to check by default.
+   */
+  async checkReady(): Promise<void> {}
+
   /** Every record, a page at a time, without the stored responses: for the reconciler. */
   abstract scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]>;
 }
