@@ -72,7 +72,17 @@ export interface ProtectedWork<T> {
    * succeeded: if it throws, the work is still recorded as done, without a body.
    */
   capture(result: T): StoredResponse;
-  /** Turns a stored response back into a result for a duplicate. */
+  /**
+   * What would be stored for an error the work threw (an HTTP or RPC exception, replayed by throwing it again), or
+   * undefined for an error that cannot be replayed: the key is then released for a re-run.
+   */
+  captureError?(error: unknown): StoredResponse | undefined;
+  /**
+   * Whether an outcome is final (`storeIf`): stored and replayed to every duplicate, or released for a re-run.
+   * Without it, every result is final and no error is.
+   */
+  isFinal?(stored: StoredResponse, error?: unknown): boolean;
+  /** Turns a stored response back into a result for a duplicate; throws for a stored error. */
   replay(stored: StoredResponse): T;
 }
 
@@ -329,19 +339,17 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       try {
         result = await runInClaim(scope, () => work.execute());
       } catch (error) {
-        this.telemetry.request('executed');
-        await this.release(call, claimToken);
+        // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
+        const stored = this.capturedError(call, work, error);
+        await this.settle(call, claimToken, stored && work.isFinal?.(stored, error) ? stored : undefined);
         throw error;
       } finally {
         scope.open = false;
       }
       const stored = this.captured(call, work, result);
+      // Writes make the outcome final whatever storeIf says: they are committed with it, so their effects exist.
       if (scope.writes.length > 0) return await this.commit(call, claimToken, stored, scope.writes, result);
-      const completion = await this.completeAlone(call, claimToken, stored);
-      if (completion?.ok) {
-        this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
-      }
-      this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+      await this.settle(call, claimToken, work.isFinal?.(stored) === false ? undefined : stored);
       return result;
     } finally {
       heartbeat.stop();
@@ -378,6 +386,23 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     throw new IdempotencyLeaseLostError(completion.current ? this.retryAfter(call, completion.current) : 1);
   }
 
+  /**
+   * The end of a run without `commitWith` writes: a final outcome (`stored`) completes the record, any other releases
+   * the key. Either way the caller gets its own outcome.
+   */
+  private async settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
+    if (!stored) {
+      this.telemetry.request('executed');
+      await this.release(call, claimToken);
+      return;
+    }
+    const completion = await this.completeAlone(call, claimToken, stored);
+    if (completion?.ok) {
+      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
+    }
+    this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+  }
+
   /** What to store for a result; a result that cannot be stored (or whose capture throws) is recorded without a body. */
   private captured<T>(call: ProtectedCall, work: ProtectedWork<T>, result: T): StoredResponse {
     let stored: StoredResponse;
@@ -394,6 +419,16 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       });
     }
     return stored;
+  }
+
+  /** What to store for a thrown error when it is final; undefined releases the key (also when capturing throws). */
+  private capturedError<T>(call: ProtectedCall, work: ProtectedWork<T>, error: unknown): StoredResponse | undefined {
+    try {
+      return work.captureError?.(error);
+    } catch (captureError) {
+      this.logger.error({ msg: 'capturing the error failed; the key is released', key: call.recordKey, error: String(captureError) });
+      return undefined;
+    }
   }
 
   /**
