@@ -55,6 +55,23 @@ describe('orders-api payments consumer (TCP microservice)', () => {
     expect(other.quoteId).not.toBe(first.quoteId);
   });
 
+  it('replays a final error (RpcException, status 410) to a repeated request, and lets a 422 run again', async () => {
+    const discontinued = { requestId: 'quote-gone', item: 'discontinued-stool', quantity: 1 };
+    const replaysBefore = await replayed();
+    const first = await lastValueFrom(client.send('order.quote', discontinued)).catch((error: unknown) => error);
+    const second = await lastValueFrom(client.send('order.quote', discontinued)).catch((error: unknown) => error);
+    expect(first).toEqual({ status: 410, message: 'discontinued-stool is no longer sold' });
+    expect(second).toEqual(first);
+    expect(await replayed()).toBe(replaysBefore + 1);
+
+    const tooMany = { requestId: 'quote-too-many', item: 'chair', quantity: 5000 };
+    const rejected = await lastValueFrom(client.send('order.quote', tooMany)).catch((error: unknown) => error);
+    const again = await lastValueFrom(client.send('order.quote', tooMany)).catch((error: unknown) => error);
+    expect(rejected).toEqual({ status: 422, message: 'quantity must be 1–1000' });
+    expect(again).toEqual(rejected);
+    expect(await replayed()).toBe(replaysBefore + 1);
+  });
+
   it('refuses a reused request id with a different message, and a message without an id', async () => {
     await lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'chair', quantity: 3 }));
     await expect(lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'sofa', quantity: 1 }))).rejects.toMatchObject({

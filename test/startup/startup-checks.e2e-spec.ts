@@ -1,4 +1,4 @@
-import { Controller, Injectable, Next, Post, Res, SetMetadata, Sse } from '@nestjs/common';
+import { Controller, Get, Injectable, Next, Post, Res, SetMetadata, Sse } from '@nestjs/common';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, IdempotentOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { Observable, of } from 'rxjs';
 import { PLATFORMS, startApp } from '../support/app';
@@ -90,7 +90,37 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
     await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(/OrdersResolver\.createOrder: GraphQL resolvers are not supported/);
   });
 
+  it('checks the routes a class-level @Idempotent() protects, and refuses it on a provider', async () => {
+    @Controller('class-level')
+    @Idempotent()
+    class ClassLevelController {
+      @Get()
+      read(@Res() res: { send(body: string): void }) {
+        res.send('a GET is not protected, so writing the response by hand is fine');
+      }
+
+      @Post()
+      create(@Res() res: { send(body: string): void }) {
+        res.send('written by hand');
+      }
+    }
+    await expect(boot(platform, [ClassLevelController])).rejects.toThrow(/ClassLevelController\.create: @Res\(\) without passthrough/);
+    await expect(boot(platform, [ClassLevelController])).rejects.not.toThrow(/ClassLevelController\.read/);
+
+    @Injectable()
+    @Idempotent()
+    class BillingService {
+      bill() {
+        return 'billed';
+      }
+    }
+    await expect(boot(platform, [], [BillingService])).rejects.toThrow(
+      /BillingService: @Idempotent\(\) on a class protects a controller's POST, PUT, PATCH and DELETE routes; this is not a controller/,
+    );
+  });
+
   it.each([
+    [{ storeIf: 'yes' as never }, /ConfiguredController\.create: idempotency option storeIf must be a function/],
     [{ ttlSeconds: -5 }, /ConfiguredController\.create: idempotency option ttlSeconds must be a positive whole number of seconds, got -5/],
     [{ pendingTtlSeconds: 1.5 }, /ConfiguredController\.create: idempotency option pendingTtlSeconds .* got 1\.5/],
     [{ maxLeaseSeconds: 0 }, /ConfiguredController\.create: idempotency option maxLeaseSeconds .* got 0/],
@@ -107,6 +137,7 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
     [{ reconcileIntervalSeconds: 0 }, /reconcileIntervalSeconds .* got 0/],
     [{ maxLeaseSeconds: -1 }, /maxLeaseSeconds .* got -1/],
     [{ retryAfterSeconds: 2.5 }, /retryAfterSeconds .* got 2\.5/],
+    [{ storeIf: 402 as never }, /IdempotencyModule: idempotency option storeIf must be a function \(status, error\?\) => boolean, got 402/],
   ] as Array<[IdempotencyModuleOptions, RegExp]>)('refuses the module option %j', async (options, message) => {
     await expect(boot(platform, [routeWith({})], [], options)).rejects.toThrow(message);
   });

@@ -15,9 +15,13 @@ import { parseKeyHeader, validateKey } from './idempotency-key';
 import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { StoredResponse } from './idempotency.record';
 import { IdempotencyService, ProtectedCall } from './idempotency.service';
-import { IdempotentRoute } from './idempotent-route.metadata';
+import { idempotentOptionsOf } from './idempotent-route.metadata';
+import { replayedException, storedException } from './stored-exception';
 import { requestVersion, routeTemplate, rpcPattern } from './route-identity';
 import { bufferedFile, replayedBody, storableBody, storedResult } from './stored-response.codec';
+
+/** The calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context). */
+const intercepted = new WeakSet<ExecutionContext>();
 
 /**
  * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`): HTTP routes keyed by
@@ -39,10 +43,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const route = this.reflector.get(IdempotentRoute, context.getHandler());
+    // Bound on both the class and the method (or also globally), it runs more than once per call: only the first counts.
+    if (intercepted.has(context)) return next.handle();
+    intercepted.add(context);
+    const route = this.routeOptions(context);
     if (route && context.getType() === 'http') return defer(() => this.handleHttp(context, next, route));
     if (route && context.getType() === 'rpc') return defer(() => this.handleMessage(context, next, route));
     return next.handle();
+  }
+
+  /** A handler's options (its own over its class's), worked out once per handler. Null: not protected. */
+  private readonly routes = new WeakMap<Function, IdempotentOptions | null>();
+
+  private routeOptions(context: ExecutionContext): IdempotentOptions | undefined {
+    const handler = context.getHandler();
+    let route = this.routes.get(handler);
+    if (route === undefined) {
+      route = idempotentOptionsOf(this.reflector, handler, context.getClass()) ?? null;
+      this.routes.set(handler, route);
+    }
+    return route ?? undefined;
+  }
+
+  /** `storeIf` of the route, else of the module: whether an outcome is stored and replayed. */
+  private isFinal(route: IdempotentOptions): (stored: StoredResponse, error?: unknown) => boolean {
+    const storeIf = route.storeIf ?? this.options.storeIf;
+    return (stored, error) => storeIf(stored.statusCode, error);
   }
 
   private async handleHttp(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
@@ -58,6 +84,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
           return body instanceof StreamableFile ? bufferedFile(body) : body;
         },
         capture: (body) => this.capture(response, body, context),
+        captureError: (error) => {
+          const stored = storedException(error);
+          return stored && { ...stored, headers: this.replayableHeaders(response) };
+        },
+        isFinal: this.isFinal(route),
         replay: (stored) => this.replay(response, stored),
       });
     } catch (error) {
@@ -96,7 +127,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       },
       execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
       capture: storedResult,
-      replay: (stored) => replayedBody(stored),
+      captureError: (error) => {
+        const stored = storedException(error, { rpc: true });
+        return stored && { ...stored, headers: {} };
+      },
+      isFinal: this.isFinal(route),
+      replay: (stored) => {
+        if (stored.exception) throw replayedException(stored);
+        return replayedBody(stored);
+      },
     });
   }
 
@@ -134,20 +173,30 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch {
       stored = { bodyOmitted: true }; // the serializer threw: the client got an error from it, the work is done
     }
+    return { statusCode: (response as { statusCode: number }).statusCode, headers: this.replayableHeaders(response), ...stored };
+  }
+
+  /** The allow-listed headers the response carries so far. */
+  private replayableHeaders(response: unknown): Record<string, string> {
     const adapter = this.adapterHost.httpAdapter;
     const headers: Record<string, string> = {};
     for (const name of this.options.replayHeaders) {
       const value = adapter.getHeader(response, name);
       if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
     }
-    return { statusCode: (response as { statusCode: number }).statusCode, headers, ...stored };
+    return headers;
   }
 
+  /**
+   * A duplicate gets the stored status, headers and body, marked `Idempotent-Replayed: true`. A stored error is thrown
+   * again, so the app's exception filters answer it exactly as they answered the first request.
+   */
   private replay(response: unknown, stored: StoredResponse): unknown {
     const adapter = this.adapterHost.httpAdapter;
-    adapter.status(response, stored.statusCode);
     for (const [name, value] of Object.entries(stored.headers)) adapter.setHeader(response, name, value);
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
+    if (stored.exception) throw replayedException(stored);
+    adapter.status(response, stored.statusCode);
     return replayedBody(stored);
   }
 }

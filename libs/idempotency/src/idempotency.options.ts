@@ -14,6 +14,23 @@ import {
 } from './idempotency.constants';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 
+/**
+ * Whether an outcome is final: stored and replayed to every retry (true), or released so that a retry runs the handler
+ * again (false). Asked with the response's status for every result, and with the exception's for every
+ * `HttpException` (`RpcException` on message handlers) the handler throws; other errors are never final.
+ */
+export type StoreIf = (status: number, error?: unknown) => boolean;
+
+/** Statuses a client is expected to fix and retry with the same key: never final by default. */
+const RETRYABLE_CLIENT_STATUSES = new Set([400, 408, 409, 422, 429]);
+
+/**
+ * The default `storeIf`, as Stripe and the IETF draft behave: every 2xx and 3xx is final, and every 4xx except 400,
+ * 408, 409, 422 and 429 (a malformed or rejected request, a timeout, a conflict, a rate limit: the caller's to fix and
+ * retry); no 5xx is.
+ */
+export const defaultStoreIf: StoreIf = (status) => status < 400 || (status < 500 && !RETRYABLE_CLIENT_STATUSES.has(status));
+
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
 export interface IdempotencyModuleOptions {
   /** DynamoDB table holding the records. Default `idempotency_keys`. */
@@ -44,6 +61,8 @@ export interface IdempotencyModuleOptions {
   scope?: (context: ExecutionContext) => string | undefined;
   /** Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. */
   replayHeaders?: string[];
+  /** Which outcomes are final (stored and replayed, errors included). Default `defaultStoreIf`. */
+  storeIf?: StoreIf;
   /**
    * The table is checked once at startup (`DescribeTable`: credentials, existence, key schema). `true` (default): a
    * problem fails application startup with the reason and the fix. `false`: it is only logged, for apps that must
@@ -83,6 +102,8 @@ export interface IdempotentOptions {
    * this many milliseconds for its result, polling with consistent reads.
    */
   waitMs?: number;
+  /** Overrides the module's `storeIf` for this route. */
+  storeIf?: StoreIf;
 }
 
 /** The module options with every default filled in, validated once: the provider the module's classes inject. */
@@ -99,6 +120,7 @@ export type ResolvedIdempotencyOptions = Required<
     replayHeaders: string[];
     replayCacheEntries: number;
     failOnStartup: boolean;
+    storeIf: StoreIf;
   };
 
 /** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */
@@ -107,6 +129,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
   const seconds = (name: SecondsOption | 'failedTtlSeconds', fallback: number) =>
     positiveSeconds(name, options[name] ?? fallback, where);
   const cache = options.replayCache;
+  validateCallSettings({ storeIf: options.storeIf }, where);
   return {
     tableName: options.tableName ?? DEFAULT_TABLE_NAME,
     ttlSeconds: seconds('ttlSeconds', DEFAULT_TTL_SECONDS),
@@ -117,6 +140,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
     failOnStartup: options.failOnStartup ?? true,
+    storeIf: options.storeIf ?? defaultStoreIf,
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
         ? undefined
@@ -134,11 +158,17 @@ export type SecondsOption = 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSecond
 const SECONDS_OPTIONS: SecondsOption[] = ['ttlSeconds', 'pendingTtlSeconds', 'maxLeaseSeconds', 'retryAfterSeconds'];
 
 /** Checks a route's (or a call's) overrides; `where` names the route in the error. */
-export function validateCallSettings(settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown }, where: string): void {
+export function validateCallSettings(
+  settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown; storeIf?: unknown },
+  where: string,
+): void {
   for (const name of SECONDS_OPTIONS) {
     if (settings[name] !== undefined) positiveSeconds(name, settings[name], where);
   }
-  const { waitMs } = settings;
+  const { waitMs, storeIf } = settings;
+  if (storeIf !== undefined && typeof storeIf !== 'function') {
+    throw new Error(`${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`);
+  }
   if (waitMs !== undefined && !(typeof waitMs === 'number' && Number.isFinite(waitMs) && waitMs >= 0)) {
     throw new Error(`${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`);
   }

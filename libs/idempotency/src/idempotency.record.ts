@@ -14,6 +14,11 @@ export interface StoredResponse {
   /** The options of a `StreamableFile` body (type, disposition, length). */
   fileOptions?: Record<string, unknown>;
   /**
+   * Set when the outcome was a thrown exception that `storeIf` made final: its class name (`NotFoundException`,
+   * `HttpException`, `RpcException`); `statusCode` is its status and `body` its response. A replay throws it again.
+   */
+  exception?: string;
+  /**
    * Set instead of a body when the response did not fit in one DynamoDB item even compressed:
    * the key stays used (no second execution), but duplicates get a problem response, not a replay.
    */

@@ -341,7 +341,7 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       } catch (error) {
         // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
         const stored = this.capturedError(call, work, error);
-        await this.settle(call, claimToken, stored && work.isFinal?.(stored, error) ? stored : undefined);
+        await this.settle(call, claimToken, stored && this.isFinal(call, work, stored, error) ? stored : undefined);
         throw error;
       } finally {
         scope.open = false;
@@ -349,7 +349,7 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       const stored = this.captured(call, work, result);
       // Writes make the outcome final whatever storeIf says: they are committed with it, so their effects exist.
       if (scope.writes.length > 0) return await this.commit(call, claimToken, stored, scope.writes, result);
-      await this.settle(call, claimToken, work.isFinal?.(stored) === false ? undefined : stored);
+      await this.settle(call, claimToken, this.isFinal(call, work, stored) ? stored : undefined);
       return result;
     } finally {
       heartbeat.stop();
@@ -419,6 +419,20 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       });
     }
     return stored;
+  }
+
+  /**
+   * `storeIf`'s verdict. Without one, results are final and errors are not; a `storeIf` that throws is logged and
+   * read the same way (a result's work is done; an error's may be retried).
+   */
+  private isFinal<T>(call: ProtectedCall, work: ProtectedWork<T>, stored: StoredResponse, error?: unknown): boolean {
+    const fallback = error === undefined;
+    try {
+      return work.isFinal?.(stored, error) ?? fallback;
+    } catch (storeIfError) {
+      this.logger.error({ msg: `storeIf threw; the outcome is ${fallback ? 'stored' : 'not stored'}`, key: call.recordKey, error: String(storeIfError) });
+      return fallback;
+    }
   }
 
   /** What to store for a thrown error when it is final; undefined releases the key (also when capturing throws). */

@@ -1,5 +1,25 @@
+import { RequestMethod } from '@nestjs/common';
+import { METHOD_METADATA } from '@nestjs/common/constants';
 import { Reflector } from '@nestjs/core';
 import { IdempotentOptions } from './idempotency.options';
 
-/** The route metadata written by `@Idempotent()` and read by `IdempotencyInterceptor`. */
+/** The metadata written by `@Idempotent()` on a handler or a controller class, read by `IdempotencyInterceptor`. */
 export const IdempotentRoute = Reflector.createDecorator<IdempotentOptions>({ key: 'idempotency:route' });
+
+/** The routes a class-level `@Idempotent()` protects: the ones that change something. */
+const CLASS_PROTECTED_METHODS = new Set<unknown>([RequestMethod.POST, RequestMethod.PUT, RequestMethod.PATCH, RequestMethod.DELETE]);
+
+/**
+ * The options a handler runs under, or undefined when it is not protected: its own `@Idempotent()` options merged field
+ * by field over its class's. A class-level `@Idempotent()` protects the class's POST, PUT, PATCH and DELETE routes; a
+ * handler's own decorator protects it whatever it is.
+ */
+export function idempotentOptionsOf(reflector: Reflector, handler: Function, type: Function): IdempotentOptions | undefined {
+  const own = reflector.get(IdempotentRoute, handler);
+  const inherited = reflector.get(IdempotentRoute, type);
+  if (!inherited) return own;
+  if (!own && !CLASS_PROTECTED_METHODS.has(Reflect.getMetadata(METHOD_METADATA, handler))) return undefined;
+  const merged: IdempotentOptions = { ...inherited };
+  for (const [name, value] of Object.entries(own ?? {})) if (value !== undefined) (merged as Record<string, unknown>)[name] = value;
+  return merged;
+}

@@ -4,7 +4,7 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { validateCallSettings } from './idempotency.options';
-import { IdempotentRoute } from './idempotent-route.metadata';
+import { idempotentOptionsOf, IdempotentRoute } from './idempotent-route.metadata';
 
 /** Metadata keys of other Nest packages, read without importing them. */
 const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
@@ -35,11 +35,15 @@ export class IdempotentRoutesCheck implements OnModuleInit {
   private check(wrapper: InstanceWrapper, isController: boolean): string[] {
     const prototype = prototypeOf(wrapper);
     if (!prototype) return [];
+    const type = prototype.constructor;
+    if (!isController && this.reflector.get(IdempotentRoute, type)) {
+      return [`${type.name}: @Idempotent() on a class protects a controller's POST, PUT, PATCH and DELETE routes; this is not a controller`];
+    }
     return this.scanner.getAllMethodNames(prototype).flatMap((name) => {
       const handler = prototype[name];
-      const options = this.reflector.get(IdempotentRoute, handler);
+      const options = idempotentOptionsOf(this.reflector, handler, type);
       if (!options) return [];
-      const where = `${prototype.constructor.name}.${name}`;
+      const where = `${type.name}.${name}`;
       const problem = isController ? this.handlerProblem(prototype, name, handler) : providerProblem(handler);
       if (problem) return [`${where}: ${problem}`];
       try {

@@ -1,7 +1,8 @@
 // The public API of nestjs-dynamodb-idempotency. Everything a user may import is named here.
 export { IdempotencyModule } from './idempotency.module';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-export type { IdempotencyModuleOptions, IdempotentOptions } from './idempotency.options';
+export { defaultStoreIf } from './idempotency.options';
+export type { IdempotencyModuleOptions, IdempotentOptions, StoreIf } from './idempotency.options';
 export { Idempotent } from './idempotent.decorator';
 export { IdempotentRoute } from './idempotent-route.metadata';
 export { IdempotencyService } from './idempotency.service';

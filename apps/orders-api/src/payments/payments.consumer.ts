@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Controller } from '@nestjs/common';
-import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { OrdersRepository } from '../orders/orders.repository';
 
@@ -36,6 +36,9 @@ export class PaymentsConsumer {
   @MessagePattern('order.quote')
   @Idempotent({ key: (request: QuoteRequest) => request?.requestId })
   quote(@Payload() request: QuoteRequest) {
+    // A final error (a status storeIf keeps: 410) is replayed to every retry; a 422 is the sender's to fix and retry.
+    if (String(request.item).startsWith('discontinued')) throw new RpcException({ status: 410, message: `${request.item} is no longer sold` });
+    if (!(request.quantity > 0 && request.quantity <= 1000)) throw new RpcException({ status: 422, message: 'quantity must be 1–1000' });
     return { quoteId: randomUUID(), item: request.item, quantity: request.quantity, total: request.quantity * 10 };
   }
 }
