@@ -6,9 +6,11 @@ import {
   ConflictException,
   Controller,
   ExceptionFilter,
+  ExecutionContext,
   Get,
   HttpException,
   Injectable,
+  Logger,
   NotFoundException,
   Patch,
   Post,
@@ -18,7 +20,7 @@ import {
   UseFilters,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
+import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable, scanTable } from '../support/table';
@@ -267,5 +269,58 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     expect(note).toHaveLength(1);
     expect(note[0].expires_at - before).toBeGreaterThanOrEqual(600);
     expect(note[0].expires_at - before).toBeLessThan(602);
+  });
+});
+
+/** Every request is authenticated (see the guard below). */
+@Controller('profile')
+class ProfileController {
+  @Post('unscoped')
+  @Idempotent()
+  unscoped() {
+    return { saved: true };
+  }
+
+  @Post('webhook')
+  @Idempotent({ scope: false })
+  webhook() {
+    return { received: true };
+  }
+}
+
+describe.each(PLATFORMS)('a warning for authenticated requests without a scope, on %s', (platform) => {
+  const warnings: string[] = [];
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp(
+      platform,
+      { imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })], controllers: [ProfileController] },
+      {
+        // Authentication as Passport does it: a guard (before interceptors) sets req.user.
+        configure: (nest) =>
+          nest.useGlobalGuards({
+            canActivate: (context: ExecutionContext) => {
+              context.switchToHttp().getRequest().user = { id: 'alice' };
+              return true;
+            },
+          }),
+      },
+    );
+    // After the app is created: creating it applies its own logger setting (none, in tests).
+    Logger.overrideLogger({ log() {}, error() {}, verbose() {}, debug() {}, warn: (message: unknown) => warnings.push(String(message)) });
+  });
+  afterAll(async () => {
+    await app.close();
+    Logger.overrideLogger(false);
+  });
+
+  it('logs once per route that keys are shared across callers; scope: false silences it', async () => {
+    for (const key of ['p1', 'p2', 'p3']) {
+      await post(`${app.url}/profile/unscoped`, {}, { 'Idempotency-Key': key });
+      await post(`${app.url}/profile/webhook`, {}, { 'Idempotency-Key': key });
+    }
+    const shared = warnings.filter((warning) => warning.includes('no scope is configured'));
+    expect(shared).toHaveLength(1);
+    expect(shared[0]).toMatch(/^POST \/profile\/unscoped: requests carry an authenticated user \(req\.user\)/);
   });
 });

@@ -1,4 +1,4 @@
-import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, StreamableFile } from '@nestjs/common';
+import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor, StreamableFile } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { defer, lastValueFrom, Observable } from 'rxjs';
 import { applicationConfigOf } from './application-config';
@@ -31,6 +31,7 @@ const intercepted = new WeakSet<ExecutionContext>();
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly serialization: ClassSerialization;
+  private readonly logger = new Logger('Idempotency');
 
   constructor(
     private readonly reflector: Reflector,
@@ -123,7 +124,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
         }
         const pattern = rpcPattern(context);
         const fingerprint = fingerprintValue(['RPC', pattern, data]);
-        return this.service.call(recordKey(`RPC ${pattern}`, this.options.scope?.(context), key), fingerprint, route);
+        const scope = route.scope ?? this.options.scope;
+        return this.service.call(recordKey(`RPC ${pattern}`, scope ? scope(context) : undefined, key), fingerprint, route);
       },
       execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
       capture: storedResult,
@@ -149,7 +151,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const method = String(this.adapterHost.httpAdapter.getRequestMethod(request)).toUpperCase();
     const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
     const template = version === undefined ? routeTemplate(context) : `${routeTemplate(context)} version=${version}`;
-    const scope = this.options.scope?.(context);
+    const scopeOf = route.scope ?? this.options.scope;
+    if (scopeOf === undefined && request.user !== undefined && request.user !== null) this.warnUnscoped(context, `${method} ${template}`);
+    const scope = scopeOf ? scopeOf(context) : undefined;
     const fingerprint = fingerprintRequest({
       method,
       route: template,
@@ -158,6 +162,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
       body: request.body,
     });
     return this.service.call(recordKey(`${method} ${template}`, scope, key), fingerprint, route);
+  }
+
+  /** Handlers already warned that their keys are shared across authenticated callers. */
+  private readonly unscopedWarned = new WeakSet<Function>();
+
+  private warnUnscoped(context: ExecutionContext, route: string): void {
+    if (this.unscopedWarned.has(context.getHandler())) return;
+    this.unscopedWarned.add(context.getHandler());
+    this.logger.warn(
+      `${route}: requests carry an authenticated user (req.user) but no scope is configured, so every caller shares one ` +
+        "key space and a user who sends another user's key gets that user's response. Set scope, e.g. " +
+        '(context) => context.switchToHttp().getRequest().user.id, or scope: false when keys are unique by construction.',
+    );
   }
 
   private readKey(request: any, context: ExecutionContext, route: IdempotentOptions): string | undefined {

@@ -56,9 +56,10 @@ export interface IdempotencyModuleOptions {
   keyHeader?: string;
   /**
    * The caller's principal or tenant. Keys are scoped by it, so user B reusing user A's key never sees
-   * A's response. Return undefined for unauthenticated routes.
+   * A's response. Return undefined for unauthenticated routes. Without it, a request carrying an authenticated user
+   * (`req.user`) logs a warning once per route; `false` says keys are unique by construction (webhook event ids).
    */
-  scope?: (context: ExecutionContext) => string | undefined;
+  scope?: Scope;
   /** Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. */
   replayHeaders?: string[];
   /** Which outcomes are final (stored and replayed, errors included). Default `defaultStoreIf`. */
@@ -80,8 +81,13 @@ export interface IdempotencyModuleOptions {
   replayCache?: { enabled?: boolean; maxEntries?: number };
 }
 
+/** How keys are scoped to callers: a function of the request, or `false` for keys unique by construction. */
+export type Scope = ((context: ExecutionContext) => string | undefined) | false;
+
 /** Per-route options of `@Idempotent()`. */
 export interface IdempotentOptions {
+  /** Overrides the module's `scope` for this route (e.g. `false` on a webhook keyed by the event id). */
+  scope?: Scope;
   /** Overrides the module's `ttlSeconds` for this route. */
   ttlSeconds?: number;
   /** Overrides the module's `pendingTtlSeconds` for this route. */
