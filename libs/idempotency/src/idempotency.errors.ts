@@ -85,6 +85,18 @@ export class IdempotencyResultNotStoredError extends IdempotencyError {
   }
 }
 
+/**
+ * The key's call completed, but its stored response cannot be opened (`encryption`: the key that sealed it was
+ * removed, or the record was altered or copied from another key). Fails closed: never replayed, never run again.
+ */
+export class IdempotencyRecordUnreadableError extends IdempotencyError {
+  override readonly name = 'IdempotencyRecordUnreadableError';
+  readonly outcome = 'record_unreadable';
+  constructor(readonly reason: string) {
+    super(`The stored response of this idempotency key cannot be read: ${reason}.`);
+  }
+}
+
 /** DynamoDB answered with throttling even after the SDK's own retries. Never a duplicate. */
 export class IdempotencyStoreThrottledError extends IdempotencyError {
   override readonly name = 'IdempotencyStoreThrottledError';
@@ -121,6 +133,7 @@ export const ProblemType = {
   inFlight: 'urn:nestjs-dynamodb-idempotency:in-flight',
   commitRejected: 'urn:nestjs-dynamodb-idempotency:commit-rejected',
   responseNotStored: 'urn:nestjs-dynamodb-idempotency:response-not-stored',
+  recordUnreadable: 'urn:nestjs-dynamodb-idempotency:record-unreadable',
   storeThrottled: 'urn:nestjs-dynamodb-idempotency:store-throttled',
   storeUnavailable: 'urn:nestjs-dynamodb-idempotency:store-unavailable',
 } as const;
@@ -201,6 +214,12 @@ export class IdempotencyProblemException extends HttpException {
         {},
         cause,
       );
+    }
+    if (error instanceof IdempotencyRecordUnreadableError) {
+      const detail =
+        'A request with this idempotency key was processed, but its stored response cannot be read. ' +
+        'It will not be processed again.';
+      return new IdempotencyProblemException(problem(ProblemType.recordUnreadable, 'Stored response unreadable', 500, detail), {}, cause);
     }
     const throttled = error instanceof IdempotencyStoreThrottledError;
     const detail = `The request was not processed because the idempotency store is ${throttled ? 'throttling' : 'unavailable'}. Retry with the same key.`;

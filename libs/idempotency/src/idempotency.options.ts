@@ -13,6 +13,7 @@ import {
   DEFAULT_TTL_SECONDS,
 } from './idempotency.constants';
 import { IdempotencyRepository } from './repository/idempotency.repository';
+import { EncryptionOptions, ResponseSealer } from './response-sealing';
 
 /**
  * Whether an outcome is final: stored and replayed to every retry (true), or released so that a retry runs the handler
@@ -70,6 +71,8 @@ export interface IdempotencyModuleOptions {
    * start while DynamoDB is down (requests then answer 503 until it is back).
    */
   failOnStartup?: boolean;
+  /** Seal stored responses with AES-256-GCM (`node:crypto`). Off by default. */
+  encryption?: EncryptionOptions;
   /** Replaces the DynamoDB repository, e.g. with `InMemoryIdempotencyRepository` in a unit test. */
   repository?: IdempotencyRepository;
   /** Run `IdempotencyReconciler.sweep()` every this many seconds in this process. Off by default. */
@@ -127,6 +130,8 @@ export type ResolvedIdempotencyOptions = Required<
     replayCacheEntries: number;
     failOnStartup: boolean;
     storeIf: StoreIf;
+    /** Set when `encryption` is. */
+    sealer?: ResponseSealer;
   };
 
 /** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */
@@ -147,6 +152,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     scope: options.scope,
     failOnStartup: options.failOnStartup ?? true,
     storeIf: options.storeIf ?? defaultStoreIf,
+    sealer: ResponseSealer.from(options.encryption, where),
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
         ? undefined

@@ -19,6 +19,11 @@ export interface StoredResponse {
    */
   exception?: string;
   /**
+   * With `encryption`: everything but `statusCode` (headers, body, …), sealed with AES-256-GCM, base64. The other
+   * fields are then absent.
+   */
+  sealed?: string;
+  /**
    * Set instead of a body when the response did not fit in one DynamoDB item even compressed:
    * the key stays used (no second execution), but duplicates get a problem response, not a replay.
    */

@@ -10,6 +10,7 @@ import {
   IdempotencyLeaseLostError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
+  IdempotencyRecordUnreadableError,
   IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
@@ -20,6 +21,7 @@ import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.re
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { ReplayCache } from './replay-cache';
+import { UnreadableRecordError } from './response-sealing';
 import { ClaimResult, CompleteResult, IdempotencyRepository } from './repository/idempotency.repository';
 import { replayedBody, storedResult } from './stored-response.codec';
 
@@ -248,7 +250,7 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
       while (existing && !isClaimable(existing, this.clock.nowSeconds())) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
-          const response = completedResponse(existing);
+          const response = this.completedResponse(existing);
           this.cache.set(call.recordKey, { fingerprint: existing.fingerprint, expiresAt: existing.expiresAt, response });
           return { replay: response };
         }
@@ -421,6 +423,20 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     return stored;
   }
 
+  /** A COMPLETED record's response, opened when sealed. One that cannot be replayed fails closed: it never runs again. */
+  private completedResponse(record: IdempotencyRecord): StoredResponse {
+    const response = record.response;
+    if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
+    if (!this.options.sealer) return response;
+    try {
+      return this.options.sealer.open(record.key, response);
+    } catch (error) {
+      const reason = error instanceof UnreadableRecordError ? error.message : `it cannot be decoded (${String(error)})`;
+      this.logger.error({ msg: 'stored response unreadable; answering 500 record-unreadable, never re-running', key: record.key, reason });
+      throw new IdempotencyRecordUnreadableError(reason);
+    }
+  }
+
   /**
    * `storeIf`'s verdict. Without one, results are final and errors are not; a `storeIf` that throws is logged and
    * read the same way (a result's work is done; an error's may be retried).
@@ -466,8 +482,9 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     writes?: CommitWrite[],
   ): Promise<CompleteResult> {
     return this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
+      const sealed = this.options.sealer ? this.options.sealer.seal(call.recordKey, response) : response;
       const result = await retryThroughStoreFaults(() =>
-        this.repository.complete({ key: call.recordKey, claimToken, response, ttlSeconds: call.ttlSeconds, writes }),
+        this.repository.complete({ key: call.recordKey, claimToken, response: sealed, ttlSeconds: call.ttlSeconds, writes }),
       );
       span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
       if (result.ok || result.reason === 'commit_rejected') return result;
@@ -548,11 +565,6 @@ function localOwner(call: ProtectedCall, flight: Flight, claimToken: string): Id
   };
 }
 
-function completedResponse(record: IdempotencyRecord): StoredResponse {
-  const response = record.response;
-  if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
-  return response;
-}
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
 function describeWrite(write: CommitWrite | undefined): string {

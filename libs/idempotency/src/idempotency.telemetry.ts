@@ -15,7 +15,8 @@ export type RequestOutcome =
   | 'store_throttled'
   | 'store_unavailable'
   | 'lease_lost'
-  | 'commit_rejected';
+  | 'commit_rejected'
+  | 'record_unreadable';
 
 export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan';
 

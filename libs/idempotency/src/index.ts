@@ -2,7 +2,8 @@
 export { IdempotencyModule } from './idempotency.module';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 export { defaultStoreIf } from './idempotency.options';
-export type { IdempotencyModuleOptions, IdempotentOptions, StoreIf } from './idempotency.options';
+export type { IdempotencyModuleOptions, IdempotentOptions, Scope, StoreIf } from './idempotency.options';
+export type { EncryptionOptions } from './response-sealing';
 export { Idempotent } from './idempotent.decorator';
 export { IdempotentRoute } from './idempotent-route.metadata';
 export { IdempotencyService } from './idempotency.service';
@@ -27,6 +28,7 @@ export {
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
   IdempotencyProblemException,
+  IdempotencyRecordUnreadableError,
   IdempotencyRequestInvalidError,
   IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
