@@ -5,7 +5,10 @@ module.exports = {
   roots: ['<rootDir>/libs', '<rootDir>/apps', '<rootDir>/test'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
-  moduleNameMapper: { '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src' },
+  moduleNameMapper: {
+    '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src',
+    '^nestjs-dynamodb-idempotency/testing$': '<rootDir>/libs/idempotency/src/testing',
+  },
   modulePathIgnorePatterns: ['<rootDir>/dist', '<rootDir>/libs/idempotency/dist'],
   setupFiles: ['<rootDir>/test/support/jest.setup.ts'],
   // One DynamoDB Local for the run when java 17+ is on PATH (its suites are skipped, saying so, otherwise).

@@ -74,6 +74,7 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
   const dir = join(work, consumer.name);
   mkdirSync(join(dir, 'src'), { recursive: true });
   copyFileSync(join(root, 'test/package/consumer-main.ts'), join(dir, 'src/main.ts'));
+  copyFileSync(join(root, 'test/package/consumer-contract.test.ts'), join(dir, 'src/contract.test.ts'));
   writeFileSync(
     join(dir, 'package.json'),
     JSON.stringify({ name: consumer.name, private: true, ...consumer.packageJson }, null, 2),
@@ -114,6 +115,9 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
   const installed = JSON.parse(run('node', ['-p', 'JSON.stringify(require("@nestjs/core/package.json").version)'], dir));
   console.log(`${consumer.name}: NestJS ${installed}; tsc`);
   run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+  console.log(`${consumer.name}: the repository contract from nestjs-dynamodb-idempotency/testing, on node:test`);
+  const contract = run(process.execPath, ['--test', '--test-reporter=tap', 'dist/contract.test.js'], dir);
+  if (!/^# fail 0$/m.test(contract) || !/^# pass [1-9]\d*$/m.test(contract)) throw new Error(`the contract did not pass:\n${contract}`);
   const app = spawn(process.execPath, ['dist/main.js'], {
     cwd: dir,
     env: { ...process.env, PORT: String(port), DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: `keys_${consumer.name.replace(/-/g, '_')}` },

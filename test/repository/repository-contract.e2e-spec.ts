@@ -1,41 +1,59 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { gunzipSync } from 'node:zlib';
-import {
-  DynamoDbIdempotencyRepository,
-  ensureIdempotencyTable,
-  InMemoryIdempotencyRepository,
-} from 'nestjs-dynamodb-idempotency';
+import { DynamoDbIdempotencyRepository, ensureIdempotencyTable } from 'nestjs-dynamodb-idempotency';
+import { describeRepositoryContract, InMemoryIdempotencyRepository, ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { FakeClock } from '../support/fake-clock';
-import { describeRepositoryContract } from './repository.contract';
+import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 
+/** The contract as users run it, from the published `nestjs-dynamodb-idempotency/testing` entry point. */
 describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotencyRepository(clock));
 
-describeOnDynamoDbLocal('on DynamoDB Local', () => {
-  describeRepositoryContract('DynamoDB Local', async (clock) => {
-    const client = localClient((await startStore('dynamodb-local')).endpoint);
+const silent = { log: () => undefined, warn: () => undefined };
+
+/** A DynamoDB repository on its own table, reached through a fault proxy that can lose an answer. */
+function dynamoSubject(endpoint: () => string, proxies: FaultProxy[]) {
+  return async (clock: ManualClock) => {
     const tableName = uniqueTableName();
-    await ensureIdempotencyTable(client, tableName, { log: () => undefined, warn: () => undefined });
-    return new DynamoDbIdempotencyRepository({ client, tableName, clock });
+    await ensureIdempotencyTable(localClient(endpoint()), tableName, silent);
+    const proxy = await startFaultProxy(endpoint());
+    proxies.push(proxy);
+    return {
+      repository: new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName, clock }),
+      loseNextClaimAnswer: () => {
+        proxy.dropAnswers = 1;
+        proxy.dropAnswersOf = 'PutItem';
+      },
+    };
+  };
+}
+
+describeOnDynamoDbLocal('on DynamoDB Local', () => {
+  const proxies: FaultProxy[] = [];
+  let endpoint = '';
+  beforeAll(async () => {
+    endpoint = (await startStore('dynamodb-local')).endpoint;
   });
+  afterAll(async () => {
+    for (const proxy of proxies) await proxy.stop();
+  });
+  describeRepositoryContract('DynamoDB Local', dynamoSubject(() => endpoint, proxies), { networked: true });
 });
 
 describe('on dynalite', () => {
   let dynamo: Dynalite;
-  const silent = { log: () => undefined, warn: () => undefined };
+  const proxies: FaultProxy[] = [];
 
   beforeAll(async () => {
     dynamo = await startDynalite();
   });
-  afterAll(() => dynamo.stop());
-
-  describeRepositoryContract('DynamoDB', async (clock) => {
-    const client = localClient(dynamo.endpoint);
-    const tableName = uniqueTableName();
-    await ensureIdempotencyTable(client, tableName, silent);
-    return new DynamoDbIdempotencyRepository({ client, tableName, clock });
+  afterAll(async () => {
+    for (const proxy of proxies) await proxy.stop();
+    await dynamo.stop();
   });
+
+  describeRepositoryContract('DynamoDB', dynamoSubject(() => dynamo.endpoint, proxies), { networked: true });
 
   describe('the stored item', () => {
     const client = () => localClient(dynamo.endpoint);
