@@ -1,5 +1,6 @@
 import { Controller, Get, Injectable, Next, Post, Res, SetMetadata, Sse } from '@nestjs/common';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, IdempotentOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { Mutation, Query, Resolver, Subscription } from '@nestjs/graphql';
 import { Observable, of } from 'rxjs';
 import { PLATFORMS, startApp } from '../support/app';
 
@@ -48,13 +49,40 @@ class PaymentsGateway {
   }
 }
 
-/** What `@Mutation()` of @nestjs/graphql writes on a resolver method. */
-@Injectable()
+/** GraphQL: only mutations may be idempotent. */
+@Resolver()
 class OrdersResolver {
-  @SetMetadata('graphql:resolver_type', 'Mutation')
+  @Query(() => String)
   @Idempotent()
-  createOrder() {
-    return { id: '1' };
+  order() {
+    return '1';
+  }
+}
+
+@Resolver()
+class TicksResolver {
+  @Subscription(() => String)
+  @Idempotent()
+  ticks() {
+    return undefined;
+  }
+}
+
+@Resolver()
+class KeyedByArgumentOnQueryResolver {
+  @Mutation(() => String)
+  @Idempotent({ keyFrom: { arg: 'input.requestId' } })
+  pay() {
+    return 'paid';
+  }
+}
+
+@Controller('keyed')
+class KeyFromOnRouteController {
+  @Post()
+  @Idempotent({ keyFrom: { arg: 'requestId' } })
+  create() {
+    return 'created';
   }
 }
 
@@ -85,9 +113,18 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
     await expect(boot(platform, [EventsController])).rejects.toThrow(/EventsController\.stream: @Sse\(\) routes/);
   });
 
-  it('refuses a WebSocket gateway handler and a GraphQL resolver', async () => {
+  it('refuses a WebSocket gateway handler, a GraphQL query and a GraphQL subscription', async () => {
     await expect(boot(platform, [], [PaymentsGateway])).rejects.toThrow(/PaymentsGateway\.onPay: WebSocket gateway handlers are not supported/);
-    await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(/OrdersResolver\.createOrder: GraphQL resolvers are not supported/);
+    await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(/OrdersResolver\.order: a GraphQL query cannot be @Idempotent\(\): only mutations/);
+    await expect(boot(platform, [], [TicksResolver])).rejects.toThrow(/TicksResolver\.ticks: a GraphQL subscription cannot be @Idempotent\(\)/);
+  });
+
+  it('accepts keyFrom on a GraphQL mutation and refuses it on an HTTP route', async () => {
+    const app = await boot(platform, [], [KeyedByArgumentOnQueryResolver]);
+    await app.close();
+    await expect(boot(platform, [KeyFromOnRouteController])).rejects.toThrow(
+      /KeyFromOnRouteController\.create: keyFrom: \{ arg \} reads a GraphQL mutation's arguments/,
+    );
   });
 
   it('checks the routes a class-level @Idempotent() protects, and refuses it on a provider', async () => {
@@ -115,7 +152,7 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
       }
     }
     await expect(boot(platform, [], [BillingService])).rejects.toThrow(
-      /BillingService: @Idempotent\(\) on a class protects a controller's POST, PUT, PATCH and DELETE routes; this is not a controller/,
+      /BillingService: @Idempotent\(\) on a class protects a controller's POST, PUT, PATCH and DELETE routes or a resolver's mutations; this is neither/,
     );
   });
 

@@ -50,6 +50,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.routeOptions(context);
     if (route && context.getType() === 'http') return defer(() => this.handleHttp(context, next, route));
     if (route && context.getType() === 'rpc') return defer(() => this.handleMessage(context, next, route));
+    if (route && context.getType<string>() === 'graphql') return defer(() => this.handleMutation(context, next, route));
     return next.handle();
   }
 
@@ -124,8 +125,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
         }
         const pattern = rpcPattern(context);
         const fingerprint = fingerprintValue(['RPC', pattern, data]);
-        const scope = route.scope ?? this.options.scope;
-        return this.service.call(recordKey(`RPC ${pattern}`, scope ? scope(context) : undefined, key), fingerprint, route);
+        const scope = this.scopeOf(route, context, undefined, `RPC ${pattern}`);
+        return this.service.call(recordKey(`RPC ${pattern}`, scope, key), fingerprint, route);
       },
       execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
       capture: storedResult,
@@ -141,6 +142,59 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
   }
 
+  /**
+   * GraphQL mutations (resolvers under `@nestjs/graphql`): the key from the `Idempotency-Key` header of the GraphQL
+   * request, or from an argument (`keyFrom: { arg }`); the fingerprint from the field and its arguments; the result
+   * replayed as the resolver's return value. Protocol errors become `GraphQLError`s with `extensions.code`.
+   */
+  private async handleMutation(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
+    const [, args, graphqlContext, info] = context.getArgs() as [unknown, Record<string, unknown>, GraphqlContext | undefined, { fieldName: string; parentType: { name: string } }];
+    const request = graphqlContext?.req;
+    try {
+      return await this.service.run({
+        describe: () => {
+          const key = this.mutationKey(route, args, request, context);
+          if (key === undefined) {
+            if (route.required === false) return undefined;
+            throw new IdempotencyKeyMissingError();
+          }
+          const field = `${info.parentType.name}.${info.fieldName}`;
+          const scope = this.scopeOf(route, context, request, `GraphQL ${field}`);
+          return this.service.call(recordKey(`GraphQL ${field}`, scope, key), fingerprintValue(['GraphQL', field, args]), route);
+        },
+        execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
+        capture: storedResult,
+        captureError: (error) => {
+          const stored = storedException(error);
+          return stored && { ...stored, headers: {} };
+        },
+        isFinal: this.isFinal(route),
+        replay: (stored) => {
+          const response = graphqlContext?.res ?? request?.res;
+          response?.setHeader?.(REPLAYED_HEADER, 'true');
+          if (stored.exception) throw replayedException(stored);
+          return replayedBody(stored);
+        },
+      });
+    } catch (error) {
+      if (error instanceof IdempotencyError) throw graphqlError(IdempotencyProblemException.from(error, this.options.keyHeader));
+      throw error;
+    }
+  }
+
+  private mutationKey(route: IdempotentOptions, args: Record<string, unknown>, request: any, context: ExecutionContext): string | undefined {
+    if (route.keyFrom) return derivedKey(() => route.keyFrom!.arg.split('.').reduce<any>((value, name) => value?.[name], args));
+    if (route.key) return derivedKey(() => route.key!(args, context));
+    return parseKeyHeader(request?.headers?.[this.options.keyHeader.toLowerCase()]);
+  }
+
+  /** The caller's scope for a request (the route's function, else the module's), warning when keys are shared. */
+  private scopeOf(route: IdempotentOptions, context: ExecutionContext, request: any, where: string): string | undefined {
+    const scope = route.scope ?? this.options.scope;
+    if (scope === undefined && request?.user !== undefined && request?.user !== null) this.warnUnscoped(context, where);
+    return scope ? scope(context) : undefined;
+  }
+
   /** Key, scope, route and fingerprint of an HTTP request; undefined when an optional key is absent. */
   private describeHttp(context: ExecutionContext, request: any, route: IdempotentOptions): ProtectedCall | undefined {
     const key = this.readKey(request, context, route);
@@ -151,9 +205,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const method = String(this.adapterHost.httpAdapter.getRequestMethod(request)).toUpperCase();
     const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
     const template = version === undefined ? routeTemplate(context) : `${routeTemplate(context)} version=${version}`;
-    const scopeOf = route.scope ?? this.options.scope;
-    if (scopeOf === undefined && request.user !== undefined && request.user !== null) this.warnUnscoped(context, `${method} ${template}`);
-    const scope = scopeOf ? scopeOf(context) : undefined;
+    const scope = this.scopeOf(route, context, request, `${method} ${template}`);
     const fingerprint = fingerprintRequest({
       method,
       route: template,
@@ -216,6 +268,28 @@ export class IdempotencyInterceptor implements NestInterceptor {
     adapter.status(response, stored.statusCode);
     return replayedBody(stored);
   }
+}
+
+/** What the GraphQL context holds for an HTTP transport: the request (and, on Express, the response). */
+interface GraphqlContext {
+  req?: any;
+  res?: { setHeader?(name: string, value: string): void };
+}
+
+/**
+ * A problem as a GraphQL error: `extensions.code` is `IDEMPOTENCY_` and the problem's name (`IDEMPOTENCY_IN_FLIGHT`),
+ * next to the problem's `type`, `status` and, for a 409 in flight, `retryAfter` seconds. `graphql` is loaded only
+ * here: a GraphQL context means the application has it.
+ */
+function graphqlError(problem: IdempotencyProblemException): Error {
+  const { GraphQLError } = require('graphql') as typeof import('graphql');
+  const { type, status, detail, title: _title, ...extra } = problem.problem;
+  const code = `IDEMPOTENCY_${type.split(':').pop()!.toUpperCase().replace(/-/g, '_')}`;
+  const retryAfter = problem.headers['Retry-After'];
+  return new GraphQLError(detail, {
+    extensions: { code, type, status, ...extra, ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}) },
+    originalError: problem,
+  });
 }
 
 /** A key from the route's `key` function: one that throws is an invalid key (400), never a raw error. */

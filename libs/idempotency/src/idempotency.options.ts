@@ -113,6 +113,11 @@ export interface IdempotentOptions {
   waitMs?: number;
   /** Overrides the module's `storeIf` for this route. */
   storeIf?: StoreIf;
+  /**
+   * GraphQL mutations: take the key from an argument (`{ arg: 'input.requestId' }`, a dotted path into the field's
+   * arguments) instead of the `Idempotency-Key` header.
+   */
+  keyFrom?: { arg: string };
 }
 
 /** The module options with every default filled in, validated once: the provider the module's classes inject. */
@@ -171,13 +176,16 @@ const SECONDS_OPTIONS: SecondsOption[] = ['ttlSeconds', 'pendingTtlSeconds', 'ma
 
 /** Checks a route's (or a call's) overrides; `where` names the route in the error. */
 export function validateCallSettings(
-  settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown; storeIf?: unknown },
+  settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown; storeIf?: unknown; keyFrom?: unknown },
   where: string,
 ): void {
   for (const name of SECONDS_OPTIONS) {
     if (settings[name] !== undefined) positiveSeconds(name, settings[name], where);
   }
-  const { waitMs, storeIf } = settings;
+  const { waitMs, storeIf, keyFrom } = settings;
+  if (keyFrom !== undefined && !(typeof (keyFrom as { arg?: unknown })?.arg === 'string' && (keyFrom as { arg: string }).arg.length > 0)) {
+    throw new Error(`${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`);
+  }
   if (storeIf !== undefined && typeof storeIf !== 'function') {
     throw new Error(`${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`);
   }

@@ -4,12 +4,11 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { validateCallSettings } from './idempotency.options';
-import { idempotentOptionsOf, IdempotentRoute } from './idempotent-route.metadata';
+import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute } from './idempotent-route.metadata';
 
 /** Metadata keys of other Nest packages, read without importing them. */
 const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
 const WEBSOCKET_MESSAGE_METADATA = 'message';
-const GRAPHQL_RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 
 /**
  * Checks every `@Idempotent()` handler once, at startup: a handler whose answer cannot be replayed faithfully, or
@@ -36,8 +35,10 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     const prototype = prototypeOf(wrapper);
     if (!prototype) return [];
     const type = prototype.constructor;
-    if (!isController && this.reflector.get(IdempotentRoute, type)) {
-      return [`${type.name}: @Idempotent() on a class protects a controller's POST, PUT, PATCH and DELETE routes; this is not a controller`];
+    if (!isController && this.reflector.get(IdempotentRoute, type) && !Reflect.hasMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, type)) {
+      return [
+        `${type.name}: @Idempotent() on a class protects a controller's POST, PUT, PATCH and DELETE routes or a resolver's mutations; this is neither`,
+      ];
     }
     return this.scanner.getAllMethodNames(prototype).flatMap((name) => {
       const handler = prototype[name];
@@ -46,6 +47,9 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const where = `${type.name}.${name}`;
       const problem = isController ? this.handlerProblem(prototype, name, handler) : providerProblem(handler);
       if (problem) return [`${where}: ${problem}`];
+      if (options.keyFrom && Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== 'Mutation') {
+        return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
+      }
       try {
         validateCallSettings(options, where);
         return [];
@@ -76,9 +80,13 @@ export class IdempotentRoutesCheck implements OnModuleInit {
   }
 }
 
-function providerProblem(handler: object): string {
+function providerProblem(handler: object): string | undefined {
   if (Reflect.hasMetadata(WEBSOCKET_MESSAGE_METADATA, handler)) return 'WebSocket gateway handlers are not supported';
-  if (Reflect.hasMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler)) return 'GraphQL resolvers are not supported yet';
+  const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler);
+  if (resolverType === 'Mutation') return undefined;
+  if (resolverType !== undefined) {
+    return `a GraphQL ${resolverType === 'Query' || resolverType === 'Subscription' ? resolverType.toLowerCase() : 'field resolver'} cannot be @Idempotent(): only mutations change something (a query is safe to repeat, a subscription is a stream)`;
+  }
   return 'only controller routes and message handlers can be @Idempotent(); use IdempotencyService.execute() elsewhere';
 }
 
