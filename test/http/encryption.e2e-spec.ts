@@ -1,23 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { Body, Controller, Injectable, Post, Res } from '@nestjs/common';
+import { Body, Controller, Post, Res } from '@nestjs/common';
 import { EncryptionOptions, Idempotent, IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable, scanTable } from '../support/table';
 
-@Injectable()
-class Runs {
-  static readonly byKey = new Map<string, number>();
-  count(key: string): void {
-    Runs.byKey.set(key, (Runs.byKey.get(key) ?? 0) + 1);
-  }
-}
-const runsOf = (key: string) => Runs.byKey.get(key) ?? 0;
+const runsOf = (key: string) => RunsByKey.of(key);
 
 @Controller('cards')
 class CardsController {
-  constructor(private readonly runs: Runs) {}
+  constructor(private readonly runs: RunsByKey) {}
 
   @Post()
   @Idempotent()
@@ -43,7 +37,7 @@ describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
     const app = await startApp(platform, {
       imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false }, encryption })],
       controllers: [CardsController],
-      providers: [Runs],
+      providers: [RunsByKey],
     });
     apps.push(app);
     return app;

@@ -9,7 +9,6 @@ import {
   ExecutionContext,
   Get,
   HttpException,
-  Injectable,
   Logger,
   NotFoundException,
   Patch,
@@ -21,19 +20,13 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable, scanTable } from '../support/table';
 
 /** How many times each key ran, over every app instance of the test. */
-@Injectable()
-class Runs {
-  static readonly byKey = new Map<string, number>();
-  count(key: string): void {
-    Runs.byKey.set(key, (Runs.byKey.get(key) ?? 0) + 1);
-  }
-}
-const runsOf = (key: string) => Runs.byKey.get(key) ?? 0;
+const runsOf = (key: string) => RunsByKey.of(key);
 
 /** What the handler throws for each requested outcome. */
 const OUTCOMES: Record<string, () => unknown> = {
@@ -85,7 +78,7 @@ class CardNotFoundFilter implements ExceptionFilter {
 @Idempotent({ ttlSeconds: 600 })
 @UseFilters(CardNotFoundFilter)
 class CardsController {
-  constructor(private readonly runs: Runs) {}
+  constructor(private readonly runs: RunsByKey) {}
 
   @Post('charge')
   charge(@Body() body: { key: string; outcome: string }) {
@@ -132,7 +125,7 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     startApp(platform, {
       imports: [IdempotencyModule.forRoot({ client: localClient(dynamo.endpoint), tableName, replayCache: { enabled: false }, ...module })],
       controllers: [CardsController],
-      providers: [Runs, CardNotFoundFilter],
+      providers: [RunsByKey, CardNotFoundFilter],
     });
 
   beforeAll(async () => {
