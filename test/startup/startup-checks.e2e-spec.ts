@@ -158,6 +158,7 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
 
   it.each([
     [{ storeIf: 'yes' as never }, /ConfiguredController\.create: idempotency option storeIf must be a function/],
+    [{ keyFrom: { arg: '' } }, /ConfiguredController\.create: idempotency option keyFrom must be \{ arg: 'path\.to\.argument' \}/],
     [{ ttlSeconds: -5 }, /ConfiguredController\.create: idempotency option ttlSeconds must be a positive whole number of seconds, got -5/],
     [{ pendingTtlSeconds: 1.5 }, /ConfiguredController\.create: idempotency option pendingTtlSeconds .* got 1\.5/],
     [{ maxLeaseSeconds: 0 }, /ConfiguredController\.create: idempotency option maxLeaseSeconds .* got 0/],

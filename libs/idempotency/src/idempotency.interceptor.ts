@@ -32,6 +32,10 @@ const intercepted = new WeakSet<ExecutionContext>();
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly serialization: ClassSerialization;
   private readonly logger = new Logger('Idempotency');
+  /** Each handler's options (its own over its class's), worked out once. Null: not protected. */
+  private readonly routes = new WeakMap<Function, IdempotentOptions | null>();
+  /** Handlers already warned that their keys are shared across authenticated callers. */
+  private readonly unscopedWarned = new WeakSet<Function>();
 
   constructor(
     private readonly reflector: Reflector,
@@ -53,9 +57,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (route && context.getType<string>() === 'graphql') return defer(() => this.handleMutation(context, next, route));
     return next.handle();
   }
-
-  /** A handler's options (its own over its class's), worked out once per handler. Null: not protected. */
-  private readonly routes = new WeakMap<Function, IdempotentOptions | null>();
 
   private routeOptions(context: ExecutionContext): IdempotentOptions | undefined {
     const handler = context.getHandler();
@@ -86,10 +87,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           return body instanceof StreamableFile ? bufferedFile(body) : body;
         },
         capture: (body) => this.capture(response, body, context),
-        captureError: (error) => {
-          const stored = storedException(error);
-          return stored && { ...stored, headers: this.replayableHeaders(response) };
-        },
+        captureError: (error) => storedException(error, { headers: this.replayableHeaders(response) }),
         isFinal: this.isFinal(route),
         replay: (stored) => this.replay(response, stored),
       });
@@ -130,10 +128,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       },
       execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
       capture: storedResult,
-      captureError: (error) => {
-        const stored = storedException(error, { rpc: true });
-        return stored && { ...stored, headers: {} };
-      },
+      captureError: (error) => storedException(error, { rpc: true }),
       isFinal: this.isFinal(route),
       replay: (stored) => {
         if (stored.exception) throw replayedException(stored);
@@ -164,10 +159,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         },
         execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
         capture: storedResult,
-        captureError: (error) => {
-          const stored = storedException(error);
-          return stored && { ...stored, headers: {} };
-        },
+        captureError: (error) => storedException(error),
         isFinal: this.isFinal(route),
         replay: (stored) => {
           const response = graphqlContext?.res ?? request?.res;
@@ -215,9 +207,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
     return this.service.call(recordKey(`${method} ${template}`, scope, key), fingerprint, route);
   }
-
-  /** Handlers already warned that their keys are shared across authenticated callers. */
-  private readonly unscopedWarned = new WeakSet<Function>();
 
   private warnUnscoped(context: ExecutionContext, route: string): void {
     if (this.unscopedWarned.has(context.getHandler())) return;

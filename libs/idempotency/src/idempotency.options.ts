@@ -183,7 +183,8 @@ export function validateCallSettings(
     if (settings[name] !== undefined) positiveSeconds(name, settings[name], where);
   }
   const { waitMs, storeIf, keyFrom } = settings;
-  if (keyFrom !== undefined && !(typeof (keyFrom as { arg?: unknown })?.arg === 'string' && (keyFrom as { arg: string }).arg.length > 0)) {
+  const arg = (keyFrom as { arg?: unknown } | undefined)?.arg;
+  if (keyFrom !== undefined && (typeof arg !== 'string' || arg === '')) {
     throw new Error(`${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`);
   }
   if (storeIf !== undefined && typeof storeIf !== 'function') {

@@ -565,7 +565,6 @@ function localOwner(call: ProtectedCall, flight: Flight, claimToken: string): Id
   };
 }
 
-
 /** `Put on orders`: a write as the commit-rejected problem names it. */
 function describeWrite(write: CommitWrite | undefined): string {
   const [action, target] = Object.entries(write ?? {})[0] ?? ['write', undefined];

@@ -3,23 +3,24 @@ import { HttpException } from '@nestjs/common';
 import { StoredResponse } from './idempotency.record';
 import { replayedBody, storableBody } from './stored-response.codec';
 
-type StoredException = Omit<StoredResponse, 'headers'> & { exception: string };
-
 /**
  * A thrown `HttpException` (or on message handlers, `rpc`, an `RpcException`) as it can be stored and thrown again: its
- * status, its response (the body the app's exception filters format) and its class name. Undefined for any other
- * error, which cannot be replayed. An `RpcException`'s status is the `status` (or `statusCode`) its error object
- * carries, else 500.
+ * status, its response (the body the app's exception filters format), its class name and the response's `headers` so
+ * far. Undefined for any other error, which cannot be replayed. An `RpcException`'s status is the `status` (or
+ * `statusCode`) its error object carries, else 500.
  */
-export function storedException(error: unknown, { rpc = false } = {}): StoredException | undefined {
+export function storedException(
+  error: unknown,
+  { rpc = false, headers = {} }: { rpc?: boolean; headers?: Record<string, string> } = {},
+): StoredResponse | undefined {
   if (error instanceof HttpException) {
-    return { statusCode: error.getStatus(), exception: error.constructor.name, ...storableBody(error.getResponse()) };
+    return { statusCode: error.getStatus(), headers, exception: error.constructor.name, ...storableBody(error.getResponse()) };
   }
   if (rpc && error instanceof rpcExceptionClass()) {
     const body = error.getError();
     const { status, statusCode } = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const code = [status, statusCode].find((value): value is number => Number.isInteger(value));
-    return { statusCode: code ?? 500, exception: 'RpcException', ...storableBody(body) };
+    return { statusCode: code ?? 500, headers, exception: 'RpcException', ...storableBody(body) };
   }
   return undefined;
 }
