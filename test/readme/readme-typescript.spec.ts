@@ -41,7 +41,11 @@ function diagnostics(blocks: { line: number; code: string }[]): string[] {
     noEmit: true,
     isolatedModules: true,
     baseUrl: ROOT,
-    paths: { 'nestjs-dynamodb-idempotency': ['libs/idempotency/src'] },
+    // The sources, as the workspace's tsconfig maps them: the README is checked without a build.
+    paths: {
+      'nestjs-dynamodb-idempotency': ['libs/idempotency/src'],
+      'nestjs-dynamodb-idempotency/testing': ['libs/idempotency/src/testing'],
+    },
   };
   const host = ts.createCompilerHost(options);
   const { fileExists, readFile, getSourceFile } = host;
