@@ -47,15 +47,15 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const where = `${type.name}.${name}`;
       const problem = isController ? this.handlerProblem(prototype, name, handler) : providerProblem(handler);
       if (problem) return [`${where}: ${problem}`];
-      if (options.keyFrom && Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== 'Mutation') {
-        return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
-      }
       try {
         validateCallSettings(options, where);
-        return [];
       } catch (error) {
         return [(error as Error).message];
       }
+      if (options.keyFrom && Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== 'Mutation') {
+        return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
+      }
+      return [];
     });
   }
 
