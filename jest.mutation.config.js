@@ -1,13 +1,14 @@
 /**
  * The tests Stryker runs against each mutant (`npm run test:mutation`): everything that exercises the protocol,
- * the repositories, keys, fingerprints and the codec, without the multi-second real-time lease tests (their
- * behaviour is covered with fake clocks elsewhere), the observability suites and DynamoDB Local.
+ * the repositories, keys, fingerprints and the codec, without the multi-second real-time lease tests over HTTP (the
+ * heartbeat's behaviour is covered on fake timers in lease-heartbeat.spec.ts) and the observability suites. DynamoDB
+ * Local runs when scripts/test-mutation.mjs started one (DYNAMODB_LOCAL_ENDPOINT).
  */
 const base = require('./jest.config');
 module.exports = {
   ...base,
-  // No DynamoDB Local: Stryker runs Jest once per mutant, and the JVM would start each time.
+  // Stryker runs Jest once per mutant: the JVM would start each time. scripts/test-mutation.mjs starts it once.
   globalSetup: undefined,
   globalTeardown: undefined,
-  testPathIgnorePatterns: ['/node_modules/', 'lease-heartbeat', 'test/observability/', 'test/orders-api/'],
+  testPathIgnorePatterns: ['/node_modules/', 'test/http/lease-heartbeat', 'test/observability/', 'test/orders-api/'],
 };

@@ -6,6 +6,8 @@ import { DynamoDbLocal, dynamoDbLocalUnavailable, startDynamoDbLocal } from './d
  * line saying why; with REQUIRE_DYNAMODB_LOCAL=1 (CI) that is a failure instead.
  */
 export default async function globalSetup(): Promise<void> {
+  // One given from outside (npm run test:mutation starts one for all its Jest runs) is used as it is.
+  if (process.env.DYNAMODB_LOCAL_ENDPOINT) return;
   const unavailable = dynamoDbLocalUnavailable();
   if (unavailable) {
     if (process.env.REQUIRE_DYNAMODB_LOCAL === '1') {
