@@ -4,6 +4,7 @@
 // java 17+ on PATH the run goes on without them, saying so. Extra arguments go to `stryker run`.
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './free-port.mjs';
 
@@ -29,7 +30,7 @@ async function startDynamoDbLocal() {
 
 const dynamoDbLocal = await startDynamoDbLocal();
 const env = { ...process.env, ...(dynamoDbLocal ? { DYNAMODB_LOCAL_ENDPOINT: dynamoDbLocal.endpoint } : {}) };
-const stryker = spawn(process.execPath, [require.resolve('@stryker-mutator/core/bin/stryker.js'), 'run', ...process.argv.slice(2)], {
+const stryker = spawn(process.execPath, [join(dirname(require.resolve('@stryker-mutator/core/package.json')), 'bin', 'stryker.js'), 'run', ...process.argv.slice(2)], {
   env,
   stdio: 'inherit',
 });
