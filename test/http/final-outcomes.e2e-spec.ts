@@ -21,7 +21,7 @@ import {
 import { HttpAdapterHost } from '@nestjs/core';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { RunsByKey } from '../support/runs-by-key';
-import { PLATFORMS, post, startApp, TestApp } from '../support/app';
+import { PLATFORMS, post, sendJson, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable, scanTable } from '../support/table';
 
@@ -226,17 +226,12 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
   });
 
   it('the class-level decorator protects PUT (a key is required) and leaves GET alone', async () => {
-    const missing = await fetch(`${first.url}/cards/limit`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ key: 'none' }),
-    });
+    const missing = await sendJson('PUT', `${first.url}/cards/limit`, { key: 'none' });
     expect(missing.status).toBe(400);
-    expect(await missing.json()).toMatchObject({ type: 'urn:nestjs-dynamodb-idempotency:key-missing' });
+    expect(JSON.parse(missing.text)).toMatchObject({ type: 'urn:nestjs-dynamodb-idempotency:key-missing' });
 
     const key = newKey();
-    const put = (app: TestApp) =>
-      fetch(`${app.url}/cards/limit`, { method: 'PUT', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify({ key }) });
+    const put = (app: TestApp) => sendJson('PUT', `${app.url}/cards/limit`, { key }, { 'Idempotency-Key': key });
     await put(first);
     const again = await put(second);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
@@ -247,16 +242,12 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
   });
 
   it('a handler\'s own options merge over the class\'s field by field: required: false here, ttlSeconds 600 from the class', async () => {
-    const unkeyed = await fetch(`${first.url}/cards/note`, {
-      method: 'PATCH',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ key: 'unkeyed' }),
-    });
+    const unkeyed = await sendJson('PATCH', `${first.url}/cards/note`, { key: 'unkeyed' });
     expect(unkeyed.status).toBe(200);
 
     const key = newKey();
     const before = Math.floor(first.clock.nowMs() / 1000);
-    await fetch(`${first.url}/cards/note`, { method: 'PATCH', headers: { 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify({ key }) });
+    await sendJson('PATCH', `${first.url}/cards/note`, { key }, { 'Idempotency-Key': key });
     const items = (await scanTable(localClient(dynamo.endpoint), tableName)).map(({ item }) => item);
     const note = items.filter((item) => item.pk.startsWith('PATCH /cards/note#') && item.status === 'COMPLETED');
     expect(note).toHaveLength(1);

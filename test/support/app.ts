@@ -57,9 +57,14 @@ class WallClock extends FakeClock {
 }
 
 /** A POST with a JSON body and optional idempotency key; returns status, headers and the raw body text. */
-export async function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+export function post(url: string, body: unknown, headers: Record<string, string> = {}) {
+  return sendJson('POST', url, body, headers);
+}
+
+/** A request of any method with a JSON body; returns status, headers and the raw body text. */
+export async function sendJson(method: string, url: string, body: unknown, headers: Record<string, string> = {}) {
   const response = await fetch(url, {
-    method: 'POST',
+    method,
     headers: { 'content-type': 'application/json', ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });

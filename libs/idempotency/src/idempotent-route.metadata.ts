@@ -12,12 +12,14 @@ const CLASS_PROTECTED_METHODS = new Set<unknown>([RequestMethod.POST, RequestMet
 /** What `@Mutation()`, `@Query()`, `@ResolveField()` … of `@nestjs/graphql` write on a resolver method (and `@Resolver()` on its class). */
 export const GRAPHQL_RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 
+/** Whether a resolver method is a GraphQL mutation (`@Mutation()`). */
+export function isGraphqlMutation(handler: object): boolean {
+  return Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) === 'Mutation';
+}
+
 /** Whether a class-level `@Idempotent()` covers this handler: a POST, PUT, PATCH or DELETE route, or a GraphQL mutation. */
 function changesSomething(handler: Function): boolean {
-  return (
-    CLASS_PROTECTED_METHODS.has(Reflect.getMetadata(METHOD_METADATA, handler)) ||
-    Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) === 'Mutation'
-  );
+  return CLASS_PROTECTED_METHODS.has(Reflect.getMetadata(METHOD_METADATA, handler)) || isGraphqlMutation(handler);
 }
 
 /**

@@ -4,7 +4,7 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { validateCallSettings } from './idempotency.options';
-import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute } from './idempotent-route.metadata';
+import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from './idempotent-route.metadata';
 
 /** Metadata keys of other Nest packages, read without importing them. */
 const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
@@ -52,7 +52,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       } catch (error) {
         return [(error as Error).message];
       }
-      if (options.keyFrom && Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== 'Mutation') {
+      if (options.keyFrom && !isGraphqlMutation(handler)) {
         return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
       }
       return [];
@@ -82,8 +82,8 @@ export class IdempotentRoutesCheck implements OnModuleInit {
 
 function providerProblem(handler: object): string | undefined {
   if (Reflect.hasMetadata(WEBSOCKET_MESSAGE_METADATA, handler)) return 'WebSocket gateway handlers are not supported';
+  if (isGraphqlMutation(handler)) return undefined;
   const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler);
-  if (resolverType === 'Mutation') return undefined;
   if (resolverType !== undefined) {
     return `a GraphQL ${resolverType === 'Query' || resolverType === 'Subscription' ? resolverType.toLowerCase() : 'field resolver'} cannot be @Idempotent(): only mutations change something (a query is safe to repeat, a subscription is a stream)`;
   }

@@ -39,7 +39,7 @@ export class ResponseSealer {
 
   constructor(private readonly options: EncryptionOptions) {
     this.keys = options.keys.map((key) => {
-      const bytes = typeof key === 'string' ? Buffer.from(key, 'base64') : Buffer.from(key);
+      const bytes = Buffer.from(keyBytes(key)!);
       return { id: createHash('sha256').update(bytes).digest().subarray(0, KEY_ID_BYTES), key: bytes };
     });
   }
@@ -50,8 +50,7 @@ export class ResponseSealer {
     const keys: unknown = options?.keys;
     if (!Array.isArray(keys) || keys.length === 0) throw new Error(`${where}: encryption.keys must list at least one 32-byte key`);
     keys.forEach((key, index) => {
-      const bytes = typeof key === 'string' ? Buffer.from(key, 'base64') : key instanceof Uint8Array ? key : undefined;
-      if (bytes?.byteLength !== 32) {
+      if (keyBytes(key)?.byteLength !== 32) {
         throw new Error(`${where}: encryption.keys[${index}] must be 32 bytes (a Buffer, or base64 text of 32 bytes: openssl rand -base64 32)`);
       }
     });
@@ -68,7 +67,7 @@ export class ResponseSealer {
     const header = Buffer.concat([Buffer.from([VERSION, flags]), id]);
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', key, iv);
-    cipher.setAAD(Buffer.concat([header, Buffer.from(recordKey)]));
+    cipher.setAAD(additionalData(header, recordKey));
     const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     const sealed = Buffer.concat([header, iv, cipher.getAuthTag(), ciphertext]).toString('base64');
     return { statusCode, headers: {}, sealed };
@@ -94,7 +93,7 @@ export class ResponseSealer {
     let plaintext: Buffer;
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, iv);
-      decipher.setAAD(Buffer.concat([header, Buffer.from(recordKey)]));
+      decipher.setAAD(additionalData(header, recordKey));
       decipher.setAuthTag(tag);
       plaintext = Buffer.concat([decipher.update(envelope.subarray(HEADER_BYTES + IV_BYTES + TAG_BYTES)), decipher.final()]);
     } catch {
@@ -103,4 +102,15 @@ export class ResponseSealer {
     if (header[1] & GZIPPED) plaintext = gunzipSync(plaintext);
     return { statusCode: response.statusCode, ...(JSON.parse(plaintext.toString('utf8')) as Omit<StoredResponse, 'statusCode'>) };
   }
+}
+
+/** A key as given (base64 text or bytes); undefined for anything else. */
+function keyBytes(key: unknown): Uint8Array | undefined {
+  if (typeof key === 'string') return Buffer.from(key, 'base64');
+  return key instanceof Uint8Array ? key : undefined;
+}
+
+/** What the GCM tag authenticates besides the ciphertext: the envelope's header and the record's partition key. */
+function additionalData(header: Buffer, recordKey: string): Buffer {
+  return Buffer.concat([header, Buffer.from(recordKey)]);
 }
