@@ -18,6 +18,8 @@ const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
 const REPLAY_KEYS = 200;
+/** BENCH_ONLY=<regex>: only the scenarios whose name matches, printed and not written (for a quick look while working). */
+const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const body = JSON.stringify({ item: 'book', quantity: 1 });
 
 const processes = [];
@@ -73,7 +75,7 @@ async function startApp(endpoint, env, nodeArgs = []) {
   };
 }
 
-const ROUTES = ['/bench/plain', '/bench/idempotent', '/bench/powertools', '/bench/floor'];
+const ROUTES = ['/bench/plain', '/bench/intercepted', '/bench/idempotent', '/bench/powertools', '/bench/floor'];
 const OURS = '/bench/idempotent';
 
 /** DynamoDB calls and CPU time (µs) the app has used so far. */
@@ -157,6 +159,7 @@ async function once(app, path, kind) {
  * the machine's drift in every position. Returns every run per route, in round order.
  */
 async function interleaved(app, scenario, kind, routes) {
+  if (ONLY && !ONLY.test(scenario)) return undefined;
   const runs = Object.fromEntries(routes.map((route) => [route, []]));
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < routes.length; i++) {
@@ -177,20 +180,27 @@ function ratio(result, other, figure) {
 
 async function measure(endpoint) {
   const results = [];
-  const cached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '1' });
-  results.push(await interleaved(cached, 'new key every request', 'fresh', [OURS, '/bench/powertools', '/bench/floor']));
-  results.push(await interleaved(cached, 'replays, cache on', 'replay', [OURS, '/bench/powertools', '/bench/plain']));
-  results.push(await interleaved(cached, 'mix: 50 % concurrent duplicates', 'pairs', [OURS, '/bench/powertools']));
-  cached.stop();
-  const uncached = await startApp(endpoint, { IDEMPOTENCY_REPLAY_CACHE: '0' });
-  results.push(await interleaved(uncached, 'replays, cache off', 'replay', [OURS, '/bench/powertools', '/bench/floor']));
-  results.push(await interleaved(uncached, 'mix, cache off', 'pairs', [OURS, '/bench/powertools']));
-  uncached.stop();
-  const memory = await startApp(endpoint, { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' });
-  results.push(await interleaved(memory, 'in-memory store, new key', 'fresh', [OURS, '/bench/plain']));
-  results.push(await interleaved(memory, 'in-memory store, replays', 'replay', [OURS, '/bench/plain']));
-  memory.stop();
-  return results;
+  /** One app (its environment) and the scenarios run on it; an app none of whose scenarios is selected is not started. */
+  const on = async (env, scenarios) => {
+    if (ONLY && !scenarios.some(([scenario]) => ONLY.test(scenario))) return;
+    const app = await startApp(endpoint, env);
+    for (const [scenario, kind, routes] of scenarios) results.push(await interleaved(app, scenario, kind, routes));
+    app.stop();
+  };
+  await on({ IDEMPOTENCY_REPLAY_CACHE: '1' }, [
+    ['new key every request', 'fresh', [OURS, '/bench/powertools', '/bench/floor']],
+    ['replays, cache on', 'replay', [OURS, '/bench/powertools', '/bench/plain', '/bench/intercepted']],
+    ['mix: 50 % concurrent duplicates', 'pairs', [OURS, '/bench/powertools']],
+  ]);
+  await on({ IDEMPOTENCY_REPLAY_CACHE: '0' }, [
+    ['replays, cache off', 'replay', [OURS, '/bench/powertools', '/bench/floor']],
+    ['mix, cache off', 'pairs', [OURS, '/bench/powertools']],
+  ]);
+  await on({ IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' }, [
+    ['in-memory store, new key', 'fresh', [OURS, '/bench/plain', '/bench/intercepted']],
+    ['in-memory store, replays', 'replay', [OURS, '/bench/plain', '/bench/intercepted']],
+  ]);
+  return results.filter(Boolean);
 }
 
 /**
@@ -244,6 +254,14 @@ async function main() {
   const endpoint = `http://127.0.0.1:${dynalitePort}`;
   await waitFor(endpoint, dynalite);
   const results = await measure(endpoint);
+  if (ONLY) {
+    for (const result of results) {
+      for (const other of Object.keys(result.runs).filter((route) => route !== OURS)) {
+        console.log(`${result.scenario} vs ${other}: throughput ${range(ratio(result, other, 'rps'), f2)}, CPU ${range(ratio(result, other, 'cpuMicrosPerRequest'), f2)}`);
+      }
+    }
+    process.exit(0);
+  }
   const profiles = PROFILE
     ? [
         await profile(endpoint, 'new key every request', 'fresh', { IDEMPOTENCY_REPLAY_CACHE: '1' }),

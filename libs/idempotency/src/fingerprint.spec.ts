@@ -1,4 +1,4 @@
-import { canonicalJson, fingerprintRequest } from './fingerprint';
+import { canonicalJson, fingerprintRequest, recordKey } from './fingerprint';
 import { IdempotencyRequestInvalidError } from './idempotency.errors';
 
 describe('canonicalJson', () => {
@@ -13,10 +13,49 @@ describe('canonicalJson', () => {
     expect(canonicalJson('text')).toBe('"text"');
   });
 
+  it('calls each toJSON once, as JSON.stringify does', () => {
+    const toJSON = jest.fn(() => ({ b: 1, a: 2 }));
+    expect(canonicalJson({ value: { toJSON } })).toBe('{"value":{"a":2,"b":1}}');
+    expect(toJSON).toHaveBeenCalledTimes(1);
+  });
+
   it('refuses bodies nested deeper than 64 levels instead of exhausting the stack', () => {
     let deep: unknown = 1;
     for (let i = 0; i < 100_000; i++) deep = [deep];
     expect(() => canonicalJson(deep)).toThrow(IdempotencyRequestInvalidError);
+  });
+});
+
+/**
+ * Stored records hold these hashes: a change to the canonical form or the record key would make every retry across
+ * a deployment a mismatch (422) or a miss. The expected values were produced by the first released implementation.
+ */
+describe('stable across versions', () => {
+  const body = { b: { d: 1, c: [3, { z: 1, y: 2 }] }, a: null, é: 'ü', '': 0, B: [true, false, -0, 1e21, 0.1] };
+
+  it.each([
+    [body, '{"":0,"B":[true,false,0,1e+21,0.1],"a":null,"b":{"c":[3,{"y":2,"z":1}],"d":1},"é":"ü"}'],
+    [[undefined, () => 1, Symbol('s'), { skip: undefined, f() {} }, new Date(Date.UTC(2026, 0, 1))], '[null,null,null,{},"2026-01-01T00:00:00.000Z"]'],
+    [
+      { buf: Buffer.from('hello'), nested: { toJSON: () => ({ y: 1, x: [Buffer.from([0, 255])] }) } },
+      '{"buf":{"$buffer":"aGVsbG8="},"nested":{"x":[{"$buffer":"AP8="}],"y":1}}',
+    ],
+    [
+      { '\u2028': '\u0000', quote: '"\\', emoji: '😀', lone: '\ud800', num: 12345678901234567890 },
+      '{"emoji":"😀","lone":"\\ud800","num":12345678901234567000,"quote":"\\"\\\\","\u2028":"\\u0000"}',
+    ],
+    ['text', '"text"'],
+    [42, '42'],
+    [null, 'null'],
+  ])('canonical form of %p', (value, expected) => {
+    expect(canonicalJson(value)).toBe(expected);
+  });
+
+  it('fingerprint and record key', () => {
+    expect(fingerprintRequest({ method: 'post', route: '/orders/:id', params: { id: '1' }, query: { a: ['1', '2'] }, body })).toBe(
+      'e33258e514bc4fbef877fc0882f361c3b75a524f1e6df5e254c98a346d5ce8e7',
+    );
+    expect(recordKey('POST /orders', 'tenant-1', 'key-1')).toBe('POST /orders#01d07c3cd8b45993efbe77106088e93ac59f92cd1a2b6ebc2d87901f89d7e33d');
   });
 });
 

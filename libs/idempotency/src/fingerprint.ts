@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { IdempotencyRequestInvalidError } from './idempotency.errors';
 
 /** Deeper bodies are refused (400) rather than risking the stack on hostile input. */
@@ -31,8 +31,11 @@ export function fingerprintValue(value: unknown): string {
   return sha256(canonicalJson(value ?? null));
 }
 
+/** Node's one-shot `crypto.hash` (20.12 and later): the same digest without a Hash object per call. */
+const oneShotHash = (crypto as { hash?: typeof crypto.hash }).hash;
+
 export function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+  return oneShotHash ? oneShotHash('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
 }
 
 /**
@@ -40,16 +43,27 @@ export function sha256(text: string): string {
  * Values become what `JSON.stringify` would send (toJSON, undefined dropped); Buffers hash by content.
  */
 export function canonicalJson(value: unknown, depth = 0): string {
+  return canonical(value, depth) ?? 'null';
+}
+
+/** One pass over the value (each `toJSON` called once); undefined for what `JSON.stringify` leaves out. */
+function canonical(value: unknown, depth: number): string | undefined {
   if (depth > MAX_DEPTH) throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
-  if (Buffer.isBuffer(value)) return JSON.stringify({ $buffer: value.toString('base64') });
+  if (Buffer.isBuffer(value)) return `{"$buffer":${JSON.stringify(value.toString('base64'))}}`;
   const json = toJsonValue(value);
-  if (json === null || typeof json !== 'object') return JSON.stringify(json) ?? 'null';
-  if (Array.isArray(json)) return `[${json.map((item) => canonicalJson(item, depth + 1)).join(',')}]`;
-  const entries = Object.keys(json)
-    .filter((key) => toJsonValue((json as Record<string, unknown>)[key]) !== undefined)
-    .sort()
-    .map((key) => `${JSON.stringify(key)}:${canonicalJson((json as Record<string, unknown>)[key], depth + 1)}`);
-  return `{${entries.join(',')}}`;
+  if (json === null || typeof json !== 'object') return JSON.stringify(json);
+  let out: string;
+  if (Array.isArray(json)) {
+    out = '[';
+    for (let i = 0; i < json.length; i++) out += `${i ? ',' : ''}${canonical(json[i], depth + 1) ?? 'null'}`;
+    return `${out}]`;
+  }
+  out = '';
+  for (const key of Object.keys(json).sort()) {
+    const member = canonical((json as Record<string, unknown>)[key], depth + 1);
+    if (member !== undefined) out += `${out ? ',' : ''}${JSON.stringify(key)}:${member}`;
+  }
+  return `{${out}}`;
 }
 
 function toJsonValue(value: unknown): unknown {

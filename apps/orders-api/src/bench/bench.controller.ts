@@ -1,7 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { Body, ConflictException, Controller, Get, Headers, HttpCode, Inject, Post } from '@nestjs/common';
+import {
+  Body,
+  CallHandler,
+  ConflictException,
+  Controller,
+  ExecutionContext,
+  Get,
+  Headers,
+  HttpCode,
+  Inject,
+  Injectable,
+  NestInterceptor,
+  Post,
+  UseInterceptors,
+} from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { dynamoCalls } from './call-counter';
@@ -11,6 +25,14 @@ export const POWERTOOLS_TABLE = 'powertools_idempotency';
 interface BenchEvent {
   key: string;
   body: unknown;
+}
+
+/** Does nothing: `/bench/intercepted` measures what Nest's interceptor pipeline alone costs. */
+@Injectable()
+class PassThroughInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler) {
+    return next.handle();
+  }
 }
 
 /**
@@ -49,6 +71,14 @@ export class BenchController {
   @Post('plain')
   @HttpCode(200)
   plain(@Body() body: unknown) {
+    return work(body);
+  }
+
+  /** The plain route behind an interceptor that does nothing: what Nest's interceptor pipeline alone costs. */
+  @Post('intercepted')
+  @HttpCode(200)
+  @UseInterceptors(PassThroughInterceptor)
+  intercepted(@Body() body: unknown) {
     return work(body);
   }
 
