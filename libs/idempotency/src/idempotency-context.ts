@@ -2,6 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type { TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { Injectable } from '@nestjs/common';
+import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 
 /**
  * One write of a handler's effects, in the DocumentClient's shape (`Put`, `Update`, `Delete` or `ConditionCheck`,
@@ -26,9 +28,51 @@ export interface ClaimScope {
 
 const scopes = new AsyncLocalStorage<ClaimScope>();
 
-/** Runs `fn` with `scope` as the current claim (for the context of the work it starts). */
-export function runInClaim<T>(scope: ClaimScope, fn: () => T): T {
-  return scopes.run(scope, fn);
+/**
+ * Runs `fn` with `scope` as the current claim. `tracked`: through AsyncLocalStorage, so the injected
+ * `IdempotencyContext` finds it anywhere in the work; otherwise only a context bound to it (`boundContext`) does.
+ * On Node 20 and 22 AsyncLocalStorage adds work to every promise of the process, so the module tracks calls only
+ * when the application injects `IdempotencyContext` (`injectsIdempotencyContext`).
+ */
+export function runInClaim<T>(scope: ClaimScope, fn: () => T, tracked = true): T {
+  return tracked ? scopes.run(scope, fn) : fn();
+}
+
+/** Contexts of applications that do not track calls: read, they explain why instead of answering "not in a call". */
+const untracked = new WeakSet<IdempotencyContext>();
+/** Contexts bound to one call (`IdempotencyService.execute` hands one to its function). */
+const bound = new WeakMap<IdempotencyContext, ClaimScope>();
+
+export function untrackContext(context: IdempotencyContext): void {
+  untracked.add(context);
+}
+
+export function boundContext(scope: ClaimScope): IdempotencyContext {
+  const context = new IdempotencyContext();
+  bound.set(context, scope);
+  return context;
+}
+
+/**
+ * Whether a provider, controller, enhancer or middleware has `IdempotencyContext` injected: through its constructor
+ * (by type, `@Inject()` or `forwardRef`), a property, or a factory's `inject`.
+ */
+export function injectsIdempotencyContext(wrapper: InstanceWrapper): boolean {
+  const tokens: unknown[] = [...(wrapper.inject ?? [])];
+  const type = wrapper.metatype;
+  if (type && !wrapper.inject) {
+    tokens.push(...(Reflect.getMetadata(PARAMTYPES_METADATA, type) ?? []));
+    tokens.push(...(Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, type) ?? []).map((dependency: { param: unknown }) => dependency.param));
+    tokens.push(...(Reflect.getMetadata(PROPERTY_DEPS_METADATA, type) ?? []).map((dependency: { type: unknown }) => dependency.type));
+  }
+  return tokens.some((token) => unwrapToken(token) === IdempotencyContext);
+}
+
+/** A token as written: a class or string, `forwardRef(() => X)`, or a factory's `{ token, optional }`. */
+function unwrapToken(token: unknown): unknown {
+  const written = token as { forwardRef?: () => unknown; token?: unknown } | undefined;
+  if (typeof written?.forwardRef === 'function') return written.forwardRef();
+  return typeof token === 'object' && token !== null && 'token' in token ? written!.token : token;
 }
 
 /**
@@ -52,7 +96,7 @@ export function runInClaim<T>(scope: ClaimScope, fn: () => T): T {
 export class IdempotencyContext {
   /** True inside a protected call that owns its key (not for a handler run without a key, or outside a call). */
   get active(): boolean {
-    return scopes.getStore() !== undefined;
+    return this.current() !== undefined;
   }
 
   /** The record's partition key (scoped and hashed: never the raw client key). */
@@ -67,7 +111,7 @@ export class IdempotencyContext {
 
   /** Whether `commitWith` can be used here: inside a protected call, on a store with transactions. */
   get canCommitWith(): boolean {
-    return scopes.getStore()?.canCommitWith ?? false;
+    return this.current()?.canCommitWith ?? false;
   }
 
   /**
@@ -112,8 +156,21 @@ export class IdempotencyContext {
     scope.writes.push(...writes);
   }
 
+  /** This call's claim: the one this context is bound to, else the one AsyncLocalStorage carries. */
+  private current(): ClaimScope | undefined {
+    const scope = bound.get(this) ?? scopes.getStore();
+    if (!scope && untracked.has(this)) {
+      throw new Error(
+        'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
+          'enhancer or middleware had IdempotencyContext injected at startup (a context taken with moduleRef.get() or ' +
+          'app.get() does not count). Inject it in the constructor of the class that uses it.',
+      );
+    }
+    return scope;
+  }
+
   private scope(member: string): ClaimScope {
-    const scope = scopes.getStore();
+    const scope = this.current();
     if (!scope) {
       throw new Error(
         `IdempotencyContext.${member} is only available inside a protected call (an @Idempotent() handler with a ` +

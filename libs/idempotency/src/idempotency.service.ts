@@ -1,7 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
 import { fingerprintValue, recordKey } from './fingerprint';
-import { ClaimScope, CommitWrite, IdempotencyContext, runInClaim } from './idempotency-context';
+import {
+  boundContext,
+  ClaimScope,
+  CommitWrite,
+  IdempotencyContext,
+  injectsIdempotencyContext,
+  runInClaim,
+  untrackContext,
+} from './idempotency-context';
 import { IdempotencyClock } from './idempotency.clock';
 import {
   IdempotencyCommitRejectedError,
@@ -67,8 +76,8 @@ export interface ProtectedCall {
 export interface ProtectedWork<T> {
   /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
   describe(): ProtectedCall | undefined;
-  /** Runs the work once. */
-  execute(): Promise<T>;
+  /** Runs the work once; as the key's owner, with a context bound to its claim. */
+  execute(context?: IdempotencyContext): Promise<T>;
   /**
    * What to store for replays of a result (`bodyOmitted` when it cannot be replayed). Called after the work
    * succeeded: if it throws, the work is still recorded as done, without a body.
@@ -126,13 +135,15 @@ type Acquired = { claimToken: string; flight: Flight } | { replay: StoredRespons
  * ```
  */
 @Injectable()
-export class IdempotencyService implements OnApplicationBootstrap, OnApplicationShutdown {
+export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
   private readonly cache: ReplayCache;
   private readonly flights = new Map<string, Flight>();
   private readonly heartbeats = new Set<LeaseHeartbeat>();
   /** Whether the repository commits `commitWith` writes; undefined until it has answered. */
   private commitSupport?: boolean;
+  /** Whether the injected `IdempotencyContext` must find calls (through AsyncLocalStorage): see `onModuleInit`. */
+  private tracked = true;
 
   constructor(
     private readonly repository: IdempotencyRepository,
@@ -140,8 +151,25 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     private readonly telemetry: IdempotencyTelemetry,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly context: IdempotencyContext,
+    private readonly modules: ModulesContainer,
   ) {
     this.cache = new ReplayCache(this.options.replayCacheEntries);
+  }
+
+  /**
+   * Calls are tracked through AsyncLocalStorage only when something in the application has `IdempotencyContext`
+   * injected: on Node 20 and 22 it adds work to every promise of the process (measured: 8 % more CPU on an
+   * unrelated route, bench/RESULTS.md). `execute()` hands its function a context bound to the call either way.
+   */
+  onModuleInit(): void {
+    const wrappers = [...this.modules.values()].flatMap((module) => [
+      ...module.providers.values(),
+      ...module.controllers.values(),
+      ...module.injectables.values(),
+      ...module.middlewares.values(),
+    ]);
+    this.tracked = wrappers.some((wrapper) => wrapper.metatype !== IdempotencyService && injectsIdempotencyContext(wrapper));
+    if (!this.tracked) untrackContext(this.context);
   }
 
   /**
@@ -182,7 +210,7 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
         return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), options);
       },
-      execute: async () => fn(this.context),
+      execute: async (context) => fn(context ?? this.context),
       capture: storedResult,
       replay: (stored) => replayedBody(stored) as T,
     });
@@ -339,7 +367,7 @@ export class IdempotencyService implements OnApplicationBootstrap, OnApplication
     try {
       let result: T;
       try {
-        result = await runInClaim(scope, () => work.execute());
+        result = await runInClaim(scope, () => work.execute(boundContext(scope)), this.tracked);
       } catch (error) {
         // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
         const stored = this.capturedError(call, work, error);
