@@ -77,6 +77,9 @@ async function startApp(endpoint, env, nodeArgs = []) {
 
 const ROUTES = ['/bench/plain', '/bench/intercepted', '/bench/idempotent', '/bench/powertools', '/bench/floor'];
 const OURS = '/bench/idempotent';
+const TRACKING = 'in-memory store, new key: call tracking';
+const TRACKED_OURS = '/bench/idempotent, tracking on';
+const TRACKED_PLAIN = '/bench/plain, tracking on';
 
 /** DynamoDB calls and CPU time (µs) the app has used so far. */
 const appStats = async (url) => {
@@ -156,26 +159,27 @@ async function once(app, path, kind) {
 
 /**
  * The routes of one scenario, interleaved: round i runs them rotated by i (A B F, B F A, F A B), so each route meets
- * the machine's drift in every position. Returns every run per route, in round order.
+ * the machine's drift in every position. A route is a path on `app`, or `{ label, app, path }` for one on another
+ * app. Returns every run per route, in round order.
  */
 async function interleaved(app, scenario, kind, routes) {
   if (ONLY && !ONLY.test(scenario)) return undefined;
-  const runs = Object.fromEntries(routes.map((route) => [route, []]));
+  const targets = routes.map((route) => (typeof route === 'string' ? { label: route, app, path: route } : route));
+  const runs = Object.fromEntries(targets.map(({ label }) => [label, []]));
   for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < routes.length; i++) {
-      const route = routes[(i + round) % routes.length];
-      const run = await once(app, route, kind);
-      runs[route].push(run);
-      console.log(`${scenario.padEnd(40)} round ${round + 1} ${route.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`);
+    for (let i = 0; i < targets.length; i++) {
+      const { label, app: target, path } = targets[(i + round) % targets.length];
+      const run = await once(target, path, kind);
+      runs[label].push(run);
+      console.log(`${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`);
     }
   }
   return { scenario, kind, runs };
 }
 
-/** Per-round ratios of `ours` to `other` for one figure, as median [min–max]. */
-function ratio(result, other, figure) {
-  const ours = result.runs[OURS];
-  return spread(ours.map((run, i) => run[figure] / result.runs[other][i][figure]));
+/** Per-round ratios of `ours` (the module's route, unless named) to `other` for one figure, as median [min–max]. */
+function ratio(result, other, figure, ours = OURS) {
+  return spread(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
 }
 
 async function measure(endpoint) {
@@ -200,6 +204,23 @@ async function measure(endpoint) {
     ['in-memory store, new key', 'fresh', [OURS, '/bench/plain', '/bench/intercepted']],
     ['in-memory store, replays', 'replay', [OURS, '/bench/plain', '/bench/intercepted']],
   ]);
+  if (!ONLY || ONLY.test(TRACKING)) {
+    // Two apps, identical but for a provider that injects IdempotencyContext (so the second tracks calls through
+    // AsyncLocalStorage), measured turn about.
+    const env = { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' };
+    const untracked = await startApp(endpoint, env);
+    const tracked = await startApp(endpoint, { ...env, BENCH_TRACK_CALLS: '1' });
+    results.push(
+      await interleaved(untracked, TRACKING, 'fresh', [
+        OURS,
+        { label: TRACKED_OURS, app: tracked, path: OURS },
+        '/bench/plain',
+        { label: TRACKED_PLAIN, app: tracked, path: '/bench/plain' },
+      ]),
+    );
+    untracked.stop();
+    tracked.stop();
+  }
   return results.filter(Boolean);
 }
 
@@ -294,7 +315,7 @@ function report(results) {
       return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;
     }),
   );
-  const comparisons = results.flatMap((result) =>
+  const comparisons = results.filter((result) => result.scenario !== TRACKING).flatMap((result) =>
     Object.keys(result.runs)
       .filter((route) => route !== OURS)
       .map((other) => {
@@ -319,6 +340,26 @@ function report(results) {
   const memoryLost = 1 - ratio(find('in-memory store, new key'), '/bench/plain', 'rps').median;
   goals.push(goal("in-memory store, new key: throughput lost vs the plain route", `${(memoryLost * 100).toFixed(1)} %`, '< 15 %', memoryLost < 0.15));
   const calls = (scenario) => f2(median(find(scenario).runs[OURS].map((run) => run.callsPerRequest)));
+  const pair = (result, ours, other, text) => {
+    const rps = ratio(result, other, 'rps', ours);
+    const cpu = ratio(result, other, 'cpuMicrosPerRequest', ours);
+    return `| ${text} | ${range(rps, f2)} | ${verdict(rps, true)} | ${range(cpu, f2)} | ${verdict(cpu, false)} |`;
+  };
+  const references = [
+    ...['new key every request', 'replays, cache off'].map((scenario) =>
+      pair(find(scenario), '/bench/powertools', '/bench/floor', `${scenario}: \`/bench/powertools\` ÷ \`/bench/floor\``),
+    ),
+    ...['replays, cache on', 'in-memory store, new key', 'in-memory store, replays'].map((scenario) =>
+      pair(find(scenario), '/bench/intercepted', '/bench/plain', `${scenario}: \`/bench/intercepted\` ÷ \`/bench/plain\``),
+    ),
+  ];
+  const tracking = find(TRACKING);
+  const trackingRows = tracking
+    ? [
+        pair(tracking, OURS, TRACKED_OURS, '`/bench/idempotent`: tracking off ÷ on'),
+        pair(tracking, '/bench/plain', TRACKED_PLAIN, '`/bench/plain` (an unprotected route of the same app): tracking off ÷ on'),
+      ]
+    : [];
   const cpu = os.cpus();
   return `# Benchmark results
 
@@ -327,7 +368,8 @@ Machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 
 
 ## How it is measured
 
-dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process) and autocannon (this process)
+dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process: the bench routes only, none of the
+orders, so an app that uses \`@Idempotent()\` and does not inject \`IdempotencyContext\`) and autocannon (this process)
 share the machine's ${cpu.length} cores; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per run, each after a ${WARM_UP_SECONDS} s warm-up on the same route
 (and 3 s on every route when an app starts). The handler is trivial (it echoes the body), so the figures are the
 idempotency layer's. Routes of the same app:
@@ -338,6 +380,9 @@ idempotency layer's. Routes of the same app:
 - \`/bench/floor\`: by hand, exactly the DynamoDB calls the module needs (a conditional \`PutItem\`, then a conditional
   \`UpdateItem\`; for a replay the failed \`PutItem\` and a consistent \`GetItem\`, as on dynalite), same client, nothing
   else: the floor for those calls;
+- \`/bench/intercepted\`: the plain handler behind a pass-through Nest interceptor (\`next.handle()\`, nothing else): what
+  Nest's interceptor pipeline alone costs, which any interceptor (this module's included) pays and Powertools, called
+  inside the handler, does not;
 - \`/bench/plain\`: no idempotency at all.
 
 Each scenario runs its routes interleaved for ${ROUNDS} rounds, rotated each round (A B F, B F A, F A B), and every
@@ -371,6 +416,25 @@ DynamoDB calls per request (the module, medians): new key ${calls('new key every
 claim does not return the item, so the module reads it with a consistent \`GetItem\`; on DynamoDB the item comes
 with the failed claim and it is 1, shown on DynamoDB Local in \`test/transactions\`), cached replay ${calls('replays, cache on')}. The last
 hundredths above a whole number are requests still in flight when a run's clock stops.
+
+## What the goals are measured against (per-round ratios, median [min–max])
+
+Powertools against the floor route (same calls by hand), and Nest's interceptor pipeline alone against the plain
+route: a goal below these is below what the calls, or any interceptor, cost.
+
+| ratio | throughput | | CPU | |
+|---|---:|---|---:|---|
+${references.join('\n')}
+
+## Call tracking (\`IdempotencyContext\` through \`AsyncLocalStorage\`)
+
+Two apps, identical but for one provider that injects \`IdempotencyContext\` (\`BENCH_TRACK_CALLS=1\`), so the second
+tracks protected calls through \`AsyncLocalStorage\`; in-memory store, new key every request, the apps measured turn
+about. The module turns tracking on only for applications that inject the context.
+
+| ratio | throughput | | CPU | |
+|---|---:|---|---:|---|
+${trackingRows.join('\n')}
 
 ## Caveats
 

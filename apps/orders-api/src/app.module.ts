@@ -2,7 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
-import { BenchController } from './bench/bench.controller';
+import { BenchController, ContextUser } from './bench/bench.controller';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
 import { HealthController } from './health/health.controller';
 import { MetricsController } from './metrics/metrics.controller';
@@ -52,7 +52,7 @@ export class AppModule {
       controllers: config.benchRoutes
         ? [HealthController, MetricsController, BenchController]
         : [OrdersController, HealthController, MetricsController, PaymentsConsumer],
-      providers: config.benchRoutes ? [] : [OrdersRepository],
+      providers: config.benchRoutes ? (config.benchTrackCalls ? [ContextUser] : []) : [OrdersRepository],
     };
   }
 }

@@ -22,6 +22,8 @@ export interface OrdersApiConfig {
   idempotencyStore: 'dynamodb' | 'memory';
   /** Serve the /bench routes and count DynamoDB calls (for `npm run bench`). */
   benchRoutes: boolean;
+  /** With the bench routes: a provider has IdempotencyContext injected, so the module tracks calls (`npm run bench`). */
+  benchTrackCalls: boolean;
 }
 
 export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
@@ -43,6 +45,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),
+    benchTrackCalls: flag(env, 'BENCH_TRACK_CALLS', false),
   };
 }
 

@@ -67,6 +67,6 @@ export interface IdempotencyRecord {
 }
 
 /** True when a record no longer blocks a claim: a failed attempt, or past its `expiresAt`. */
-export function isClaimable(record: IdempotencyRecord, nowSeconds: number): boolean {
+export function isClaimable(record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>, nowSeconds: number): boolean {
   return record.status === 'FAILED' || record.expiresAt < nowSeconds;
 }

@@ -16,7 +16,7 @@ import {
   Post,
   UseInterceptors,
 } from '@nestjs/common';
-import { Idempotent } from 'nestjs-dynamodb-idempotency';
+import { Idempotent, IdempotencyContext } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { dynamoCalls } from './call-counter';
 
@@ -33,6 +33,12 @@ class PassThroughInterceptor implements NestInterceptor {
   intercept(_context: ExecutionContext, next: CallHandler) {
     return next.handle();
   }
+}
+
+/** Only has IdempotencyContext injected (BENCH_TRACK_CALLS=1): the module then tracks calls, as for the orders. */
+@Injectable()
+export class ContextUser {
+  constructor(readonly context: IdempotencyContext) {}
 }
 
 /**

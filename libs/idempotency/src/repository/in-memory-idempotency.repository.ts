@@ -21,7 +21,8 @@ import {
  * single-process tools. Not shared between instances: do not use it to protect a real deployment.
  */
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
-  private readonly records = new Map<string, IdempotencyRecord>();
+  /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
+  private readonly records = new Map<string, StoredRecord>();
   /**
    * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
    * applied: there is no table to apply them to. Assert on them in unit tests.
@@ -36,7 +37,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
     if (existing && !isClaimable(existing, now)) {
-      return { claimed: false, existing: structuredClone(existing) };
+      return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = randomUUID();
     this.records.set(key, {
@@ -55,7 +56,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     const result = this.transition(key, claimToken, (record) => ({
       ...record,
       status: 'COMPLETED',
-      response: structuredClone(response),
+      response: JSON.stringify(response),
       expiresAt: now + ttlSeconds,
       completedAt: now,
     }));
@@ -79,18 +80,18 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
     const record = this.records.get(key);
-    return record && structuredClone(record);
+    return record && readRecord(record);
   }
 
   async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
-    const records = [...this.records.values()].map(({ response: _response, ...record }) => structuredClone(record));
+    const records = [...this.records.values()].map(({ response: _response, ...record }) => ({ ...record }));
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
   private transition(
     key: string,
     claimToken: string,
-    next: (record: IdempotencyRecord) => IdempotencyRecord,
+    next: (record: StoredRecord) => StoredRecord,
   ): TransitionResult {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
@@ -98,6 +99,14 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       this.records.set(key, updated);
       return { ok: true, expiresAt: updated.expiresAt };
     }
-    return refusal(claimToken, record && structuredClone(record));
+    return refusal(claimToken, record && readRecord(record));
   }
+}
+
+/** A record as kept: its response as JSON text. */
+type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
+
+/** A copy of a kept record, its response parsed (the other fields are primitives). */
+function readRecord({ response, ...record }: StoredRecord): IdempotencyRecord {
+  return response === undefined ? { ...record } : { ...record, response: JSON.parse(response) };
 }

@@ -126,6 +126,20 @@ export function describeRepositoryContract(
       strictEqual((await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 })).claimed, true, 'claimable once expires_at has passed');
     });
 
+    it('keeps what it stored: neither the response given to complete nor a record read back is shared with the caller', async () => {
+      const key = newKey();
+      const claimToken = await claimed(key);
+      const given: StoredResponse = structuredClone(response);
+      await repository.complete({ key, claimToken, response: given, ttlSeconds: 3600 });
+      (given.body as { id: string }).id = 'changed after complete';
+      const first = lost(await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 }));
+      (first.response!.body as { id: string }).id = 'changed by a reader';
+      first.status = 'FAILED';
+      const again = await repository.get({ key });
+      strictEqual(again?.status, 'COMPLETED');
+      sameData(again?.response, response);
+    });
+
     it('refuses a completion with another claim token and leaves the record alone', async () => {
       const key = newKey();
       await claimed(key);
