@@ -95,6 +95,19 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(send).toHaveBeenCalledTimes(6);
   });
 
+  it('claims again while the record read back is claimable, and hands it over as found after the last attempt', async () => {
+    // Each claim's condition fails, yet each read finds a FAILED record: another caller keeps claiming and failing
+    // in between. Three attempts, then the loser gets that record (its caller decides), never a store fault.
+    const { repository, send, sent } = mockedRepository();
+    send.mockImplementation((async (command: unknown) => {
+      if (command instanceof PutCommand) throw conditionFailed();
+      return { Item: { ...pendingItem, status: 'FAILED' } };
+    }) as never);
+    const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    expect(claim).toEqual({ claimed: false, existing: expect.objectContaining({ status: 'FAILED', claimToken: 'theirs' }) });
+    expect(sent()).toEqual(['PutCommand', 'GetCommand', 'PutCommand', 'GetCommand', 'PutCommand', 'GetCommand']);
+  });
+
   it('recognises its own claim when an SDK retry of a landed write fails the condition', async () => {
     const { repository, send } = mockedRepository();
     send.mockImplementationOnce((async (command: PutCommand) => {
