@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
@@ -290,8 +291,9 @@ async function main() {
       ]
     : [];
   dynalite.kill('SIGKILL');
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results));
   if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles));
+  const summary = PROFILE ? profileSummary(readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'), profileReport(profiles)) : '';
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results).replace('## Caveats\n', `${summary}## Caveats\n`));
   console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
 }
@@ -436,6 +438,13 @@ about. The module turns tracking on only for applications that inject the contex
 |---|---:|---|---:|---|
 ${trackingRows.join('\n')}
 
+## Before
+
+[before/RESULTS.md](before/RESULTS.md) and [before/PROFILE.md](before/PROFILE.md) are the previous committed run (main at
+\`60ddb20\`). Its app was the whole demo, and the module then tracked every protected call through
+\`AsyncLocalStorage\`, which on Node 20 slows every route of the process: the floor, Powertools and plain routes
+too. Absolute figures of the two runs are therefore not comparable; ratios within a run are.
+
 ## Caveats
 
 - Three processes share 2 cores of a virtual machine; the interleaving spreads drift over every route, and the
@@ -474,7 +483,42 @@ ${sections.join('\n\n')}
 `;
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+/**
+ * The profiles of bench/before/PROFILE.md and of this run side by side: CPU per request while profiled and the
+ * largest owners of self time, per scenario. Both are read from PROFILE.md text, so any two runs can be compared.
+ */
+export function profileSummary(beforeText, afterText) {
+  const parse = (text) =>
+    Object.fromEntries(
+      text.split('\n### ').slice(1).map((section) => {
+        const [scenario] = section.split('\n');
+        const cpu = /, (\d+) µs CPU per request/.exec(section)?.[1];
+        const owners = [...section.matchAll(/^\| ([\d.]+ %) \| ([^`|][^|]*) \|$/gm)].map(([, share, owner]) => `${owner.trim()} ${share}`);
+        return [scenario.trim(), { cpu, owners }];
+      }),
+    );
+  const before = parse(beforeText);
+  const after = parse(afterText);
+  const rows = Object.keys(after).flatMap((scenario) =>
+    [['before', before[scenario]], ['after', after[scenario]]]
+      .filter(([, profile]) => profile)
+      .map(([when, profile]) => `| ${scenario} | ${when} | ${profile.cpu} | ${profile.owners.slice(0, 5).join('; ')} |`),
+  );
+  return `## Profile, before and after
+
+The module's route under \`node --cpu-prof\` (details: [PROFILE.md](PROFILE.md), and [before/PROFILE.md](before/PROFILE.md)):
+self time by owner, largest first. CPU per request is while profiled (the profiler costs some).
+
+| scenario | run | CPU µs / request | self time by owner |
+|---|---|---:|---|
+${rows.join('\n')}
+
+`;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}

@@ -158,7 +158,7 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
 
   /**
    * Calls are tracked through AsyncLocalStorage only when something in the application has `IdempotencyContext`
-   * injected: on Node 20 and 22 it adds work to every promise of the process (measured: 8 % more CPU on an
+   * injected: on Node 20 and 22 it adds work to every promise of the process (measured: 16 % more CPU on an
    * unrelated route, bench/RESULTS.md). `execute()` hands its function a context bound to the call either way.
    */
   onModuleInit(): void {
