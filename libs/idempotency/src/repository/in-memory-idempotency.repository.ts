@@ -84,7 +84,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   }
 
   async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
-    const records = [...this.records.values()].map(({ response: _response, ...record }) => ({ ...record }));
+    const records = [...this.records.values()].map(({ response: _response, ...record }): IdempotencyRecord => record);
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
