@@ -40,17 +40,14 @@ export function runInClaim<T>(scope: ClaimScope, fn: () => T, tracked = true): T
 
 /** Contexts of applications that do not track calls: read, they explain why instead of answering "not in a call". */
 const untracked = new WeakSet<IdempotencyContext>();
-/** Contexts bound to one call (`IdempotencyService.execute` hands one to its function). */
-const bound = new WeakMap<IdempotencyContext, ClaimScope>();
 
 export function untrackContext(context: IdempotencyContext): void {
   untracked.add(context);
 }
 
+/** A context bound to one call (`IdempotencyService.execute` hands one to its function). */
 export function boundContext(scope: ClaimScope): IdempotencyContext {
-  const context = new IdempotencyContext();
-  bound.set(context, scope);
-  return context;
+  return new BoundIdempotencyContext(scope);
 }
 
 /**
@@ -158,7 +155,7 @@ export class IdempotencyContext {
 
   /** This call's claim: the one this context is bound to, else the one AsyncLocalStorage carries. */
   private current(): ClaimScope | undefined {
-    const scope = bound.get(this) ?? scopes.getStore();
+    const scope = this instanceof BoundIdempotencyContext ? this.claim : scopes.getStore();
     if (!scope && untracked.has(this)) {
       throw new Error(
         'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
@@ -178,5 +175,12 @@ export class IdempotencyContext {
       );
     }
     return scope;
+  }
+}
+
+/** The context of one call, whatever the current async context: no AsyncLocalStorage lookup. */
+class BoundIdempotencyContext extends IdempotencyContext {
+  constructor(readonly claim: ClaimScope) {
+    super();
   }
 }
