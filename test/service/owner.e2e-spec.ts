@@ -1,6 +1,13 @@
-import { INestApplicationContext } from '@nestjs/common';
+import { INestApplicationContext, Logger, LoggerService } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { IdempotencyModule, IdempotencyService, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import {
+  IdempotencyModule,
+  IdempotencyRecord,
+  IdempotencyResultNotStoredError,
+  IdempotencyService,
+  InMemoryIdempotencyRepository,
+  ProtectedWork,
+} from 'nestjs-dynamodb-idempotency';
 
 /** What the owner of a key does around its work: the lease heartbeat, the completion's retries, `canCommitWith`. */
 describe('the owner of a key', () => {
@@ -19,8 +26,38 @@ describe('the owner of a key', () => {
     }).compile();
     context = await moduleRef.init();
     service = context.get(IdempotencyService);
+    Logger.overrideLogger(logger); // after the module is built: Nest sets its own logger while it builds
   };
   afterEach(() => context.close());
+
+  // What an operator reads when the end of a run cannot be written as planned.
+  const entries: { level: string; message: unknown }[] = [];
+  const capture = (level: string) => (message: unknown) => entries.push({ level, message });
+  const logger: LoggerService = { log: capture('log'), error: capture('error'), warn: capture('warn'), debug: capture('debug'), verbose: capture('verbose') };
+  const logged = (level: string) => entries.filter((entry) => entry.level === level).map((entry) => entry.message);
+  beforeEach(() => {
+    entries.length = 0;
+  });
+  afterEach(() => Logger.overrideLogger(false));
+
+  /** A record as the store would explain a refusal with it. */
+  const record = (status: IdempotencyRecord['status']): IdempotencyRecord => ({
+    key: 'k',
+    status,
+    expiresAt: Math.floor(Date.now() / 1000) + 60,
+    claimToken: 'another claim',
+    fingerprint: 'fp',
+    pendingSince: 1,
+  });
+
+  /** Work given to `run` directly, so that its capture and storeIf can be made to throw. */
+  const work = (key: string, overrides: Partial<ProtectedWork<string>> = {}): ProtectedWork<string> => ({
+    describe: () => service.call(`test ${key}`, 'fp', {}),
+    execute: async () => 'done',
+    capture: (result) => ({ statusCode: 200, headers: {}, body: result }),
+    replay: (stored) => stored.body as string,
+    ...overrides,
+  });
 
   it('stops renewing its lease once the outcome is written', async () => {
     await start();
@@ -36,6 +73,9 @@ describe('the owner of a key', () => {
     const completions = jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('a bug, not a store fault'));
     await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
     expect(completions).toHaveBeenCalledTimes(1);
+    expect(logged('error')).toEqual([
+      expect.objectContaining({ msg: 'completion not stored', key: expect.stringMatching(/^fn op#/), error: 'TypeError: a bug, not a store fault' }),
+    ]);
   });
 
   it('answers canCommitWith false while the store has not said whether it has transactions', async () => {
@@ -43,5 +83,152 @@ describe('the owner of a key', () => {
     await start((store) => jest.spyOn(store, 'supportsCommitWith').mockRejectedValue(new Error('store unreachable')));
     const seen = await service.execute({ operation: 'op', key: newKey() }, async (claim) => claim.canCommitWith);
     expect(seen).toBe(false);
+  });
+
+  it('logs a release it could not store, and the caller still gets the error of its work', async () => {
+    await start();
+    jest.spyOn(repository, 'fail').mockRejectedValueOnce(new TypeError('release broke'));
+    const failing = service.execute({ operation: 'op', key: newKey() }, async () => {
+      throw new Error('the work failed');
+    });
+    await expect(failing).rejects.toThrow('the work failed');
+    expect(logged('error')).toEqual([
+      expect.objectContaining({ msg: 'release not stored; the key unlocks when its lease ends', error: 'TypeError: release broke' }),
+    ]);
+  });
+
+  it('warns of a release refused because the lease was lost, and not of one already made', async () => {
+    await start();
+    const fail = jest.spyOn(repository, 'fail');
+    const throwing = async () => {
+      throw new Error('the work failed');
+    };
+    fail.mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('PENDING') });
+    await expect(service.execute({ operation: 'op', key: newKey() }, throwing)).rejects.toThrow('the work failed');
+    expect(logged('warn')).toEqual([expect.objectContaining({ msg: 'release refused', reason: 'lease_lost' })]);
+
+    entries.length = 0;
+    fail.mockResolvedValueOnce({ ok: false, reason: 'already_failed', current: record('FAILED') });
+    await expect(service.execute({ operation: 'op', key: newKey() }, throwing)).rejects.toThrow('the work failed');
+    expect(logged('warn')).toEqual([]);
+  });
+
+  it('warns of a completion refused because another claim completed the key, with what the store holds', async () => {
+    await start();
+    jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('COMPLETED') });
+    await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
+    expect(logged('warn')).toEqual([
+      expect.objectContaining({ msg: 'completion refused', reason: 'lease_lost', current_status: 'COMPLETED', pending_since: 1 }),
+    ]);
+  });
+
+  it('records a result whose capture throws as done without a body, and says so', async () => {
+    await start();
+    const key = newKey();
+    const capturing = work(key, {
+      capture: () => {
+        throw new Error('cannot serialize');
+      },
+    });
+    await expect(service.run(capturing)).resolves.toBe('done');
+    expect(logged('error')).toEqual([expect.objectContaining({ msg: 'capturing the result failed', error: 'Error: cannot serialize' })]);
+    expect(logged('warn')).toEqual([expect.objectContaining({ msg: expect.stringContaining('recorded as done without a body') })]);
+    await expect(service.run(work(key))).rejects.toBeInstanceOf(IdempotencyResultNotStoredError);
+  });
+
+  it('reads a storeIf that throws as its default, and says so: a result is stored, an error is not', async () => {
+    await start();
+    const throwingStoreIf = () => {
+      throw new Error('storeIf broke');
+    };
+    const stored = newKey();
+    await expect(service.run(work(stored, { isFinal: throwingStoreIf }))).resolves.toBe('done');
+    expect((await repository.get({ key: `test ${stored}` }))?.status).toBe('COMPLETED');
+
+    const released = newKey();
+    const failing = work(released, {
+      isFinal: throwingStoreIf,
+      captureError: () => ({ statusCode: 409, headers: {}, body: 'conflict' }),
+      execute: async () => {
+        throw new Error('the work failed');
+      },
+    });
+    await expect(service.run(failing)).rejects.toThrow('the work failed');
+    expect((await repository.get({ key: `test ${released}` }))?.status).toBe('FAILED');
+    expect(logged('error')).toEqual([
+      expect.objectContaining({ msg: 'storeIf threw; the outcome is stored', key: `test ${stored}`, error: 'Error: storeIf broke' }),
+      expect.objectContaining({ msg: 'storeIf threw; the outcome is not stored', key: `test ${released}`, error: 'Error: storeIf broke' }),
+    ]);
+  });
+
+  it('releases the key when capturing an error throws, and says so', async () => {
+    await start();
+    const key = newKey();
+    const failing = work(key, {
+      captureError: () => {
+        throw new Error('capture broke');
+      },
+      isFinal: () => true,
+      execute: async () => {
+        throw new Error('the work failed');
+      },
+    });
+    await expect(service.run(failing)).rejects.toThrow('the work failed');
+    expect((await repository.get({ key: `test ${key}` }))?.status).toBe('FAILED');
+    expect(logged('error')).toEqual([
+      expect.objectContaining({ msg: 'capturing the error failed; the key is released', error: 'Error: capture broke' }),
+    ]);
+  });
+
+  it('lets a duplicate waiting in another instance (waitMs) run the work itself once the owner releases the key', async () => {
+    await start();
+    const other = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
+    }).compile();
+    const otherContext = await other.init();
+    try {
+      const key = newKey();
+      let releaseOwner!: () => void;
+      const owner = service.execute({ operation: 'op', key }, () =>
+        new Promise<string>((_resolve, reject) => (releaseOwner = () => reject(new Error('the owner failed')))),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the owner has claimed
+      const waiting = otherContext.get(IdempotencyService).execute({ operation: 'op', key, waitMs: 5_000 }, async () => 'ran in the other instance');
+      setTimeout(() => releaseOwner(), 200);
+      await expect(owner).rejects.toThrow('the owner failed');
+      await expect(waiting).resolves.toBe('ran in the other instance');
+    } finally {
+      await otherContext.close();
+    }
+  });
+
+  describe('a commit whose answer is lost', () => {
+    const committing = (key: string) =>
+      service.execute({ operation: 'op', key }, async (claim) => {
+        claim.commitWith({ Put: { TableName: 'orders', Item: { id: key } } });
+        return 'done';
+      });
+
+    it('hands the result back when the release is refused as already completed: the commit landed', async () => {
+      await start();
+      jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('answer lost'));
+      jest.spyOn(repository, 'fail').mockResolvedValueOnce({ ok: false, reason: 'already_completed', current: record('COMPLETED') });
+      await expect(committing(newKey())).resolves.toBe('done');
+    });
+
+    it('throws the commit error when the release went through: nothing was committed', async () => {
+      await start();
+      jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('answer lost'));
+      const key = newKey();
+      await expect(committing(key)).rejects.toThrow('answer lost');
+      expect(repository.commits).toEqual([]);
+    });
+
+    it('throws the commit error when the release is refused for another reason', async () => {
+      await start();
+      jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('answer lost'));
+      jest.spyOn(repository, 'fail').mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('PENDING') });
+      await expect(committing(newKey())).rejects.toThrow('answer lost');
+    });
   });
 });

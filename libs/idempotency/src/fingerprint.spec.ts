@@ -19,10 +19,19 @@ describe('canonicalJson', () => {
     expect(toJSON).toHaveBeenCalledTimes(1);
   });
 
-  it('refuses bodies nested deeper than 64 levels instead of exhausting the stack', () => {
+  const nested = (levels: number) => {
     let deep: unknown = 1;
-    for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(() => canonicalJson(deep)).toThrow(IdempotencyRequestInvalidError);
+    for (let i = 0; i < levels; i++) deep = [deep];
+    return deep;
+  };
+
+  it('refuses bodies nested deeper than 64 levels instead of exhausting the stack', () => {
+    expect(() => canonicalJson(nested(100_000))).toThrow(new IdempotencyRequestInvalidError('The request is nested deeper than 64 levels.'));
+    expect(() => canonicalJson(nested(65))).toThrow(IdempotencyRequestInvalidError);
+  });
+
+  it('accepts a body nested exactly 64 levels deep', () => {
+    expect(canonicalJson(nested(64))).toBe(`${'['.repeat(64)}1${']'.repeat(64)}`);
   });
 });
 

@@ -9,6 +9,9 @@ describe('parseKeyHeader', () => {
     ['550e8400-e29b-41d4-a716-446655440000', '550e8400-e29b-41d4-a716-446655440000'],
     ['k'.repeat(255), 'k'.repeat(255)],
     ['"with spaces inside"', 'with spaces inside'],
+    // Quotes are the structured-field string's only when they open and close the value.
+    ['a"b"', 'a"b"'],
+    ['"a"b', '"a"b'],
   ])('reads %j as the key %j', (header, key) => {
     expect(parseKeyHeader(header)).toBe(key);
   });
@@ -47,8 +50,8 @@ describe('parseKeyHeader', () => {
     expect(() => parseKeyHeader(header)).toThrow(reason);
   });
 
-  it('refuses a header given as an array', () => {
-    expect(() => parseKeyHeader(['a', 'b'])).toThrow(IdempotencyKeyInvalidError);
+  it('refuses a header given as an array, saying it was sent more than once', () => {
+    expect(() => parseKeyHeader(['a', 'b'])).toThrow(new IdempotencyKeyInvalidError('the header was sent more than once'));
   });
 });
 
@@ -57,8 +60,8 @@ describe('validateKey', () => {
     expect(validateKey(12345)).toBe('12345');
   });
 
-  it.each([[{}], [['a']], [Number.NaN], [true]])('refuses %j', (value) => {
-    expect(() => validateKey(value)).toThrow(IdempotencyKeyInvalidError);
+  it.each([[{}], [['a']], [Number.NaN], [true]])('refuses %j: the key must be a string', (value) => {
+    expect(() => validateKey(value)).toThrow(new IdempotencyKeyInvalidError('the key must be a string'));
   });
 
   it('treats null and undefined as no key', () => {

@@ -59,4 +59,12 @@ describe('stored response codec', () => {
     for (const value of [false, 0, '', null]) expect(roundTrip(value)).toBe(value);
     expect(roundTrip(undefined)).toBeUndefined();
   });
+
+  it('hands each replay its own copy of an object body, so an edit downstream cannot reach the next replay', () => {
+    const stored = storedResult({ order: { id: '1', lines: [1, 2] } });
+    const first = replayedBody(stored) as { order: { id: string } };
+    first.order.id = 'edited downstream';
+    expect(replayedBody(stored)).toEqual({ order: { id: '1', lines: [1, 2] } });
+    expect(replayedBody(stored)).not.toBe(replayedBody(stored));
+  });
 });

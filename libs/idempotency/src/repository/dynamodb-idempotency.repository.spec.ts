@@ -89,9 +89,9 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       if (command instanceof PutCommand) throw conditionFailed();
       return {};
     }) as never);
-    await expect(repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 })).rejects.toBeInstanceOf(
-      IdempotencyStoreUnavailableError,
-    );
+    const claim = repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    await expect(claim).rejects.toBeInstanceOf(IdempotencyStoreUnavailableError);
+    await expect(claim).rejects.toMatchObject({ operation: 'claim', dynamoErrorCode: 'ClaimContention' });
     expect(send).toHaveBeenCalledTimes(6);
   });
 

@@ -1,5 +1,5 @@
 import { deepStrictEqual, ok, strictEqual } from 'node:assert/strict';
-import { StoredResponse } from '../idempotency.record';
+import { IdempotencyRecord, StoredResponse } from '../idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { ManualClock } from './manual-clock';
 
@@ -188,6 +188,36 @@ export function describeRepositoryContract(
       sameData((await repository.get({ key }))?.response, response);
     });
 
+    it("refuses an orphan's write as lease_lost once its successor has released the key, not as its own failure", async () => {
+      const key = newKey();
+      const orphan = await claimed(key, 10);
+      clock.advanceSeconds(11);
+      const successor = await claimed(key, 10);
+      await repository.fail({ key, claimToken: successor, ttlSeconds: 60 });
+      for (const write of [
+        await repository.complete({ key, claimToken: orphan, response, ttlSeconds: 60 }),
+        await repository.fail({ key, claimToken: orphan, ttlSeconds: 60 }),
+        await repository.renew({ key, claimToken: orphan, leaseSeconds: 10 }),
+      ]) {
+        ok(!write.ok && write.reason === 'lease_lost', `expected lease_lost, got ${JSON.stringify(write)}`);
+        strictEqual(write.current?.claimToken, successor);
+      }
+    });
+
+    it('scans every record once, a page of at most pageSize at a time, without the stored responses', async () => {
+      const keys = [newKey(), newKey(), newKey(), newKey(), newKey()];
+      for (const key of keys) await repository.complete({ key, claimToken: await claimed(key), response, ttlSeconds: 60 });
+      const pages: IdempotencyRecord[][] = [];
+      for await (const page of repository.scan({ pageSize: 2 })) pages.push(page);
+      const scanned = pages.flat();
+      deepStrictEqual(scanned.map((record) => record.key).sort(), [...keys].sort());
+      ok(pages.length >= 3 && pages.every((page) => page.length <= 2), `pages of at most 2, got ${pages.map((page) => page.length)}`);
+      for (const record of scanned) {
+        strictEqual(record.status, 'COMPLETED');
+        strictEqual(record.response, undefined, 'a scan carries state, not payloads');
+      }
+    });
+
     it('round-trips every kind of body: none, null, strings, arrays, zero, binary', async () => {
       const bodies: StoredResponse[] = [
         { statusCode: 204, headers: {} },
@@ -245,7 +275,7 @@ export function describeRepositoryContract(
         ok(loseNextClaimAnswer, 'a networked store\'s factory must return { repository, loseNextClaimAnswer }');
         const key = newKey();
         loseNextClaimAnswer();
-      const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
+        const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
         ok(claim.claimed, `the caller's own landed claim must count as won, got ${JSON.stringify(claim)}`);
         strictEqual((await repository.get({ key }))?.claimToken, claim.claimToken);
       });
