@@ -118,8 +118,14 @@ describe('IdempotencyService.execute on dynalite', () => {
   it('validates keys like the HTTP layer does', async () => {
     await expect(service.execute({ operation: 'test', key: '' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
     await expect(service.execute({ operation: 'test', key: 'a\u0000b' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
-    await expect(service.execute({ operation: 'test', key: undefined as unknown as string }, async () => 1)).rejects.toBeInstanceOf(
-      IdempotencyKeyMissingError,
+    const missing = service.execute({ operation: 'test', key: undefined as unknown as string }, async () => 1);
+    await expect(missing).rejects.toBeInstanceOf(IdempotencyKeyMissingError);
+    await expect(missing).rejects.toThrow('IdempotencyService.execute needs a key.');
+  });
+
+  it('names the operation when its settings are invalid', async () => {
+    await expect(service.execute({ operation: 'charge-card', key: newKey(), waitMs: -1 }, async () => 1)).rejects.toThrow(
+      'IdempotencyService.execute(charge-card): idempotency option waitMs must be a number of milliseconds ≥ 0, got -1',
     );
   });
 

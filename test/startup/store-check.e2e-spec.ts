@@ -1,5 +1,5 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Controller, Post } from '@nestjs/common';
+import { Controller, Logger, Post } from '@nestjs/common';
 import { ensureIdempotencyTable, Idempotent, IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -72,8 +72,17 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
   it('with failOnStartup: false starts anyway, answers 503 while the table is missing, and works once it exists', async () => {
     const tableName = uniqueTableName('later');
     const client: DynamoDBClient = localClient(dynamo.endpoint);
-    const app = await boot({ client, tableName, failOnStartup: false });
+    const errors = jest.spyOn(Logger.prototype, 'error');
+    let logged: unknown[][] = [];
+    const app = await boot({ client, tableName, failOnStartup: false }).finally(() => {
+      logged = [...errors.mock.calls];
+      errors.mockRestore();
+    });
     try {
+      // An operator sees why the first requests fail.
+      expect(logged).toContainEqual([
+        expect.objectContaining({ msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)', error: expect.stringContaining(tableName) }),
+      ]);
       const before = await post(`${app.url}/charges`, { amount: 1 }, { 'Idempotency-Key': 'k1' });
       expect(before.status).toBe(503);
       expect(before.headers.get('content-type')).toMatch(/^application\/problem\+json/);
