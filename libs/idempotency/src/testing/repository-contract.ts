@@ -29,7 +29,7 @@ export interface ContractOptions extends Partial<TestFunctions> {
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
  * claims, complete, fail and renew fenced by the claim token, expired leases taken over, retention, round-tripped
- * responses and the retried claim whose first attempt landed. The module's own DynamoDB and in-memory repositories
+ * responses, the scan in pages and the retried claim whose first attempt landed. The module's own DynamoDB and in-memory repositories
  * pass it.
  *
  * @example
