@@ -30,6 +30,11 @@ describe('canonicalJson', () => {
     expect(() => canonicalJson(nested(65))).toThrow(IdempotencyRequestInvalidError);
   });
 
+  it('reads a value JSON.stringify leaves out as null, as it would send it', () => {
+    expect(canonicalJson(undefined)).toBe('null');
+    expect(canonicalJson(() => 1)).toBe('null');
+  });
+
   it('accepts a body nested exactly 64 levels deep', () => {
     expect(canonicalJson(nested(64))).toBe(`${'['.repeat(64)}1${']'.repeat(64)}`);
   });
