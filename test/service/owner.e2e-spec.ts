@@ -9,7 +9,10 @@ import {
   ProtectedWork,
 } from 'nestjs-dynamodb-idempotency';
 
-/** What the owner of a key does around its work: the lease heartbeat, the completion's retries, `canCommitWith`. */
+/**
+ * What the owner of a key does around its work: the lease heartbeat, the completion's retries, `canCommitWith`, a
+ * commit whose answer is lost, a waiting duplicate elsewhere, and what it logs when the outcome cannot be written.
+ */
 describe('the owner of a key', () => {
   let context: INestApplicationContext;
   let service: IdempotencyService;
