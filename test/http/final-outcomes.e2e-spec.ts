@@ -9,7 +9,6 @@ import {
   ExecutionContext,
   Get,
   HttpException,
-  Logger,
   NotFoundException,
   Patch,
   Post,
@@ -20,6 +19,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import { CapturedLogs } from '../support/logs';
 import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, sendJson, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -273,7 +273,7 @@ class ProfileController {
 }
 
 describe.each(PLATFORMS)('a warning for authenticated requests without a scope, on %s', (platform) => {
-  const warnings: string[] = [];
+  const logs = new CapturedLogs();
   let app: TestApp;
   beforeAll(async () => {
     app = await startApp(
@@ -291,11 +291,11 @@ describe.each(PLATFORMS)('a warning for authenticated requests without a scope, 
       },
     );
     // After the app is created: creating it applies its own logger setting (none, in tests).
-    Logger.overrideLogger({ log() {}, error() {}, verbose() {}, debug() {}, warn: (message: unknown) => warnings.push(String(message)) });
+    logs.start();
   });
   afterAll(async () => {
     await app.close();
-    Logger.overrideLogger(false);
+    logs.stop();
   });
 
   it('logs once per route that keys are shared across callers; scope: false silences it', async () => {
@@ -303,7 +303,7 @@ describe.each(PLATFORMS)('a warning for authenticated requests without a scope, 
       await post(`${app.url}/profile/unscoped`, {}, { 'Idempotency-Key': key });
       await post(`${app.url}/profile/webhook`, {}, { 'Idempotency-Key': key });
     }
-    const shared = warnings.filter((warning) => warning.includes('no scope is configured'));
+    const shared = logs.at('warn').map(String).filter((warning) => warning.includes('no scope is configured'));
     expect(shared).toHaveLength(1);
     expect(shared[0]).toMatch(/^POST \/profile\/unscoped: requests carry an authenticated user \(req\.user\)/);
   });

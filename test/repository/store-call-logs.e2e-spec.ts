@@ -1,7 +1,7 @@
-import { Logger, LoggerService } from '@nestjs/common';
 import { DynamoDbIdempotencyRepository, ensureIdempotencyTable, IdempotencyStoreThrottledError } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { CapturedLogs } from '../support/logs';
 
 /**
  * The runbook's observability checklist: a structured log on every failed DynamoDB call whose `dynamo_error_code`
@@ -11,9 +11,7 @@ describe('store call logs', () => {
   let dynamo: Dynalite;
   let proxy: FaultProxy;
   let repository: DynamoDbIdempotencyRepository;
-  const entries: { level: string; message: unknown }[] = [];
-  const capture = (level: string) => (message: unknown) => entries.push({ level, message });
-  const logger: LoggerService = { log: capture('log'), error: capture('error'), warn: capture('warn'), debug: capture('debug'), verbose: capture('verbose') };
+  const logs = new CapturedLogs();
 
   beforeAll(async () => {
     dynamo = await startDynalite();
@@ -27,28 +25,28 @@ describe('store call logs', () => {
     await dynamo.stop();
   });
   beforeEach(() => {
-    entries.length = 0;
     proxy.mode = 'pass';
-    Logger.overrideLogger(logger);
+    logs.clear();
+    logs.start();
   });
-  afterEach(() => Logger.overrideLogger(false));
+  afterEach(() => logs.stop());
 
   it('logs a lost claim at debug level as a rejected condition, with its operation and error code', async () => {
     const key = `lost-${Date.now()}`;
     await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
-    entries.length = 0;
+    logs.clear();
     expect((await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(false);
-    expect(entries).toContainEqual({
+    expect(logs.entries).toContainEqual({
       level: 'debug',
       message: expect.objectContaining({ msg: 'conditional write rejected', operation: 'claim', dynamo_error_code: 'ConditionalCheckFailedException' }),
     });
-    expect(entries.filter((entry) => entry.level === 'error')).toEqual([]);
+    expect(logs.at('error')).toEqual([]);
   });
 
   it('logs a throttled call as an error, naming ProvisionedThroughputExceededException', async () => {
     proxy.mode = 'throttle';
     await expect(repository.claim({ key: `throttled-${Date.now()}`, fingerprint: 'fp', leaseSeconds: 60 })).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
-    expect(entries).toEqual([
+    expect(logs.entries).toEqual([
       {
         level: 'error',
         message: expect.objectContaining({ msg: 'idempotency store call failed', operation: 'claim', dynamo_error_code: 'ProvisionedThroughputExceededException' }),

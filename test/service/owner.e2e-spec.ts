@@ -1,4 +1,4 @@
-import { INestApplicationContext, Logger, LoggerService } from '@nestjs/common';
+import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   IdempotencyModule,
@@ -8,6 +8,7 @@ import {
   InMemoryIdempotencyRepository,
   ProtectedWork,
 } from 'nestjs-dynamodb-idempotency';
+import { CapturedLogs } from '../support/logs';
 
 /**
  * What the owner of a key does around its work: the lease heartbeat, the completion's retries, `canCommitWith`, a
@@ -29,19 +30,14 @@ describe('the owner of a key', () => {
     }).compile();
     context = await moduleRef.init();
     service = context.get(IdempotencyService);
-    Logger.overrideLogger(logger); // after the module is built: Nest sets its own logger while it builds
+    logs.start(); // after the module is built: Nest sets its own logger while it builds
   };
   afterEach(() => context.close());
 
   // What an operator reads when the end of a run cannot be written as planned.
-  const entries: { level: string; message: unknown }[] = [];
-  const capture = (level: string) => (message: unknown) => entries.push({ level, message });
-  const logger: LoggerService = { log: capture('log'), error: capture('error'), warn: capture('warn'), debug: capture('debug'), verbose: capture('verbose') };
-  const logged = (level: string) => entries.filter((entry) => entry.level === level).map((entry) => entry.message);
-  beforeEach(() => {
-    entries.length = 0;
-  });
-  afterEach(() => Logger.overrideLogger(false));
+  const logs = new CapturedLogs();
+  beforeEach(() => logs.clear());
+  afterEach(() => logs.stop());
 
   /** A record as the store would explain a refusal with it. */
   const record = (status: IdempotencyRecord['status']): IdempotencyRecord => ({
@@ -52,6 +48,10 @@ describe('the owner of a key', () => {
     fingerprint: 'fp',
     pendingSince: 1,
   });
+
+  const workFails = async (): Promise<string> => {
+    throw new Error('the work failed');
+  };
 
   /** Work given to `run` directly, so that its capture and storeIf can be made to throw. */
   const work = (key: string, overrides: Partial<ProtectedWork<string>> = {}): ProtectedWork<string> => ({
@@ -76,7 +76,7 @@ describe('the owner of a key', () => {
     const completions = jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('a bug, not a store fault'));
     await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
     expect(completions).toHaveBeenCalledTimes(1);
-    expect(logged('error')).toEqual([
+    expect(logs.at('error')).toEqual([
       expect.objectContaining({ msg: 'completion not stored', key: expect.stringMatching(/^fn op#/), error: 'TypeError: a bug, not a store fault' }),
     ]);
   });
@@ -91,11 +91,8 @@ describe('the owner of a key', () => {
   it('logs a release it could not store, and the caller still gets the error of its work', async () => {
     await start();
     jest.spyOn(repository, 'fail').mockRejectedValueOnce(new TypeError('release broke'));
-    const failing = service.execute({ operation: 'op', key: newKey() }, async () => {
-      throw new Error('the work failed');
-    });
-    await expect(failing).rejects.toThrow('the work failed');
-    expect(logged('error')).toEqual([
+    await expect(service.execute({ operation: 'op', key: newKey() }, workFails)).rejects.toThrow('the work failed');
+    expect(logs.at('error')).toEqual([
       expect.objectContaining({ msg: 'release not stored; the key unlocks when its lease ends', error: 'TypeError: release broke' }),
     ]);
   });
@@ -103,24 +100,21 @@ describe('the owner of a key', () => {
   it('warns of a release refused because the lease was lost, and not of one already made', async () => {
     await start();
     const fail = jest.spyOn(repository, 'fail');
-    const throwing = async () => {
-      throw new Error('the work failed');
-    };
     fail.mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('PENDING') });
-    await expect(service.execute({ operation: 'op', key: newKey() }, throwing)).rejects.toThrow('the work failed');
-    expect(logged('warn')).toEqual([expect.objectContaining({ msg: 'release refused', reason: 'lease_lost' })]);
+    await expect(service.execute({ operation: 'op', key: newKey() }, workFails)).rejects.toThrow('the work failed');
+    expect(logs.at('warn')).toEqual([expect.objectContaining({ msg: 'release refused', reason: 'lease_lost' })]);
 
-    entries.length = 0;
+    logs.clear();
     fail.mockResolvedValueOnce({ ok: false, reason: 'already_failed', current: record('FAILED') });
-    await expect(service.execute({ operation: 'op', key: newKey() }, throwing)).rejects.toThrow('the work failed');
-    expect(logged('warn')).toEqual([]);
+    await expect(service.execute({ operation: 'op', key: newKey() }, workFails)).rejects.toThrow('the work failed');
+    expect(logs.at('warn')).toEqual([]);
   });
 
   it('warns of a completion refused because another claim completed the key, with what the store holds', async () => {
     await start();
     jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('COMPLETED') });
     await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
-    expect(logged('warn')).toEqual([
+    expect(logs.at('warn')).toEqual([
       expect.objectContaining({ msg: 'completion refused', reason: 'lease_lost', current_status: 'COMPLETED', pending_since: 1 }),
     ]);
   });
@@ -134,8 +128,8 @@ describe('the owner of a key', () => {
       },
     });
     await expect(service.run(capturing)).resolves.toBe('done');
-    expect(logged('error')).toEqual([expect.objectContaining({ msg: 'capturing the result failed', error: 'Error: cannot serialize' })]);
-    expect(logged('warn')).toEqual([expect.objectContaining({ msg: expect.stringContaining('recorded as done without a body') })]);
+    expect(logs.at('error')).toEqual([expect.objectContaining({ msg: 'capturing the result failed', error: 'Error: cannot serialize' })]);
+    expect(logs.at('warn')).toEqual([expect.objectContaining({ msg: expect.stringContaining('recorded as done without a body') })]);
     await expect(service.run(work(key))).rejects.toBeInstanceOf(IdempotencyResultNotStoredError);
   });
 
@@ -152,13 +146,11 @@ describe('the owner of a key', () => {
     const failing = work(released, {
       isFinal: throwingStoreIf,
       captureError: () => ({ statusCode: 409, headers: {}, body: 'conflict' }),
-      execute: async () => {
-        throw new Error('the work failed');
-      },
+      execute: workFails,
     });
     await expect(service.run(failing)).rejects.toThrow('the work failed');
     expect((await repository.get({ key: `test ${released}` }))?.status).toBe('FAILED');
-    expect(logged('error')).toEqual([
+    expect(logs.at('error')).toEqual([
       expect.objectContaining({ msg: 'storeIf threw; the outcome is stored', key: `test ${stored}`, error: 'Error: storeIf broke' }),
       expect.objectContaining({ msg: 'storeIf threw; the outcome is not stored', key: `test ${released}`, error: 'Error: storeIf broke' }),
     ]);
@@ -172,13 +164,11 @@ describe('the owner of a key', () => {
         throw new Error('capture broke');
       },
       isFinal: () => true,
-      execute: async () => {
-        throw new Error('the work failed');
-      },
+      execute: workFails,
     });
     await expect(service.run(failing)).rejects.toThrow('the work failed');
     expect((await repository.get({ key: `test ${key}` }))?.status).toBe('FAILED');
-    expect(logged('error')).toEqual([
+    expect(logs.at('error')).toEqual([
       expect.objectContaining({ msg: 'capturing the error failed; the key is released', error: 'Error: capture broke' }),
     ]);
   });
