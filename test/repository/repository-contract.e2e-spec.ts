@@ -6,6 +6,7 @@ import { Dynalite, localClient, startDynalite, uniqueTableName } from '../suppor
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { FakeClock } from '../support/fake-clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { CapturedLogs } from '../support/logs';
 
 /** The contract as users run it, from the published `nestjs-dynamodb-idempotency/testing` entry point. */
 describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotencyRepository(clock));
@@ -88,11 +89,22 @@ describe('on dynalite', () => {
       expect((await repository.get({ key: 'k' }))?.response?.body).toEqual(body);
     });
 
-    it('stores a response too large even compressed without its body, and still completes the key', async () => {
+    it('stores a response too large even compressed without its body, says so in a warning, and still completes the key', async () => {
       const incompressible = require('node:crypto').randomBytes(450 * 1024).toString('base64');
-      const { repository, item } = await completed(incompressible);
-      expect(item?.status.S).toBe('COMPLETED');
-      expect((await repository.get({ key: 'k' }))?.response).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true });
+      const logs = new CapturedLogs();
+      logs.start();
+      try {
+        const { repository, item } = await completed(incompressible);
+        expect(item?.status.S).toBe('COMPLETED');
+        expect((await repository.get({ key: 'k' }))?.response).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true });
+        expect(logs.at('warn')).toEqual([
+          expect.stringMatching(
+            /^Response of \d{6} bytes \(compressed\) exceeds the 389120-byte limit: stored without its body; duplicates get 409 response-not-stored$/,
+          ),
+        ]);
+      } finally {
+        logs.stop();
+      }
     });
   });
 });

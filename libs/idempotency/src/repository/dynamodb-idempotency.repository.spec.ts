@@ -2,8 +2,9 @@ import { Readable } from 'node:stream';
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
+  TransactionCanceledException,
 } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { IdempotencyClock } from '../idempotency.clock';
@@ -15,8 +16,9 @@ import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository
  * an item that vanishes between the failed claim and the read, network faults.
  */
 class FixedClock extends IdempotencyClock {
+  ms = 1_800_000_000_000;
   nowMs() {
-    return 1_800_000_000_000;
+    return this.ms;
   }
 }
 const NOW = 1_800_000_000;
@@ -31,9 +33,10 @@ const conditionFailed = (item?: Record<string, unknown>) =>
 function mockedRepository() {
   const documents = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1' }));
   const send = jest.spyOn(documents, 'send');
-  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock: new FixedClock() });
+  const clock = new FixedClock();
+  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock });
   const sent = () => send.mock.calls.map(([command]) => command.constructor.name);
-  return { repository, send, sent };
+  return { repository, send, sent, clock };
 }
 
 const pendingItem = {
@@ -129,6 +132,136 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       ConditionExpression: '#s = :pending AND claim_token = :token',
       ExpressionAttributeValues: expect.objectContaining({ ':pending': 'PENDING', ':token': 'mine', ':expiresAt': NOW + 60 }),
     });
+  });
+});
+
+/**
+ * `commitWith`'s transaction: DynamoDB cancels one for throttling or a conflict with a reason per action, which no
+ * local server produces on demand (DynamoDB Local's own transaction behaviour is in test/transactions).
+ */
+describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked client', () => {
+  const write = (id: string, item: Record<string, unknown> = {}) => ({ Put: { TableName: 'shop', Item: { pk: id, ...item } } });
+  const complete = (repository: DynamoDbIdempotencyRepository, writes: ReturnType<typeof write>[]) =>
+    repository.complete({ key: 'k', claimToken: 'mine', response: { statusCode: 201, headers: {} }, ttlSeconds: 60, writes });
+  const cancelled = (...codes: string[]) =>
+    new TransactionCanceledException({
+      message: 'Transaction cancelled',
+      $metadata: {},
+      CancellationReasons: codes.map((Code) => ({ Code, ...(Code === 'None' ? {} : { Message: `${Code} here` }) })),
+    });
+
+  it('sends the writes then the guarded completion, and reports the record\'s new expiry', async () => {
+    const { repository, send, sent } = mockedRepository();
+    send.mockResolvedValueOnce({} as never);
+    await expect(complete(repository, [write('order-1')])).resolves.toEqual({ ok: true, expiresAt: NOW + 60 });
+    expect(sent()).toEqual(['TransactWriteCommand']);
+    const [first, completion] = (send.mock.calls[0][0] as TransactWriteCommand).input.TransactItems ?? [];
+    expect(first).toEqual(write('order-1'));
+    expect(completion.Update).toMatchObject({
+      Key: { pk: 'k' },
+      ConditionExpression: '#s = :pending AND claim_token = :token',
+      ExpressionAttributeValues: expect.objectContaining({ ':token': 'mine', ':expiresAt': NOW + 60 }),
+    });
+  });
+
+  it('sends a retried commit of the same writes unchanged, token and expiry, even when the clock moved', async () => {
+    // DynamoDB refuses a ClientRequestToken reused with other parameters (IdempotentParameterMismatch).
+    const { repository, send, clock } = mockedRepository();
+    send.mockRejectedValueOnce(cancelled('None', 'ThrottlingError') as never).mockResolvedValueOnce({} as never);
+    const writes = [write('order-1')];
+    await expect(complete(repository, writes)).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
+    clock.ms += 5_000;
+    await expect(complete(repository, writes)).resolves.toEqual({ ok: true, expiresAt: NOW + 60 });
+    const [first, retried] = send.mock.calls.map(([command]) => (command as TransactWriteCommand).input);
+    expect(retried).toEqual(first);
+    expect(first.ClientRequestToken).toHaveLength(36);
+  });
+
+  it.each(['ThrottlingError', 'ProvisionedThroughputExceeded'])(
+    'reports a transaction cancelled by %s as throttling: a store fault the caller retries',
+    async (code) => {
+      const { repository, send } = mockedRepository();
+      send.mockRejectedValueOnce(cancelled('None', code, 'None') as never);
+      const commit = complete(repository, [write('order-1'), write('order-2')]);
+      await expect(commit).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
+      await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: code });
+    },
+  );
+
+  it('reports a transaction cancelled by a conflicting transaction as the store being unavailable', async () => {
+    const { repository, send } = mockedRepository();
+    send.mockRejectedValueOnce(cancelled('TransactionConflict', 'None') as never);
+    const commit = complete(repository, [write('order-1')]);
+    await expect(commit).rejects.toBeInstanceOf(IdempotencyStoreUnavailableError);
+    await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: 'TransactionConflict' });
+  });
+
+  it.each([
+    ['the first write', ['ValidationError', 'None', 'None'], 'TransactWriteItems refused write 0 of commitWith: ValidationError: ValidationError here'],
+    ['a later write', ['None', 'ItemCollectionSizeLimitExceeded', 'None'], 'TransactWriteItems refused write 1 of commitWith: ItemCollectionSizeLimitExceeded: ItemCollectionSizeLimitExceeded here'],
+    ['the completion', ['None', 'None', 'ValidationError'], 'TransactWriteItems refused the completion: ValidationError: ValidationError here'],
+  ])('names the action when DynamoDB refuses %s for another reason', async (_, codes, message) => {
+    const { repository, send } = mockedRepository();
+    send.mockRejectedValueOnce(cancelled(...codes) as never);
+    const commit = complete(repository, [write('order-1'), write('order-2')]);
+    await expect(commit).rejects.toThrow(message);
+    await expect(commit).rejects.not.toBeInstanceOf(IdempotencyStoreUnavailableError);
+  });
+
+  it('passes a cancellation without reasons on as it came', async () => {
+    const { repository, send } = mockedRepository();
+    const error = cancelled();
+    send.mockRejectedValueOnce(error as never);
+    await expect(complete(repository, [write('order-1')])).rejects.toBe(error);
+  });
+
+  describe('refuses a transaction over 4 MB before sending it, counting as DynamoDB does', () => {
+    const refusal = /^commitWith: the transaction would be about \d+ bytes \(the writes and the stored response\), over DynamoDB's 4194304-byte limit; nothing was written\.$/;
+
+    it.each([
+      ['a string set', () => ({ tags: new Set(Array.from({ length: 5 }, (_, i) => `${i}`.repeat(1024 * 1024))) })],
+      ['a list of 2.5 million one-character strings (a byte and a byte of overhead each)', () => ({ letters: Array.from({ length: 2_500_000 }, () => 'a') })],
+      ['45 attribute names of 100 KB each', () => Object.fromEntries(Array.from({ length: 45 }, (_, i) => [`${i}`.padEnd(100 * 1024, 'n'), true]))],
+      ['a list of 500,000 sixteen-digit numbers', () => ({ amounts: Array.from({ length: 500_000 }, (_, i) => 1_000_000_000_000_000 + i) })],
+    ])('%s', async (_, item) => {
+      const { repository, send } = mockedRepository();
+      await expect(complete(repository, [write('order-1', item())])).rejects.toThrow(refusal);
+      expect(send).not.toHaveBeenCalled();
+    });
+
+    it('but not a list of 300,000 booleans (about 600 KB)', async () => {
+      const { repository, send } = mockedRepository();
+      send.mockResolvedValueOnce({} as never);
+      const flags = Array.from({ length: 300_000 }, (_, i) => i % 2 === 0);
+      await expect(complete(repository, [write('order-1', { flags })])).resolves.toMatchObject({ ok: true });
+    });
+  });
+});
+
+describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client', () => {
+  it.each([
+    ['an empty transaction that succeeds', () => Promise.resolve({}), true],
+    ['a ValidationException (DynamoDB, DynamoDB Local)', () => Promise.reject(Object.assign(new Error('empty'), { name: 'ValidationException' })), true],
+    ['an UnknownOperationException (dynalite)', () => Promise.reject(Object.assign(new Error('unknown'), { name: 'UnknownOperationException' })), false],
+  ])('reads %s as the answer, and asks once', async (_, answer, supported) => {
+    const { repository, send } = mockedRepository();
+    send.mockImplementation(answer as never);
+    expect(await repository.supportsCommitWith()).toBe(supported);
+    expect(await repository.supportsCommitWith()).toBe(supported);
+    expect(send).toHaveBeenCalledTimes(1);
+  });
+
+  it('reports a fault as a store fault, not an answer, and asks again next time', async () => {
+    const { repository, send } = mockedRepository();
+    send
+      .mockRejectedValueOnce(Object.assign(new Error('busy'), { name: 'InternalServerError' }) as never)
+      .mockRejectedValueOnce(Object.assign(new Error('empty'), { name: 'ValidationException' }) as never);
+    await expect(repository.supportsCommitWith()).rejects.toMatchObject({
+      name: 'IdempotencyStoreUnavailableError',
+      operation: 'commit',
+      dynamoErrorCode: 'InternalServerError',
+    });
+    expect(await repository.supportsCommitWith()).toBe(true);
   });
 });
 
