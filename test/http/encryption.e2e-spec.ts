@@ -5,6 +5,7 @@ import { EncryptionOptions, Idempotent, IdempotencyModule, InMemoryIdempotencyRe
 import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable, scanTable } from '../support/table';
 
 const runsOf = (key: string) => RunsByKey.of(key);
@@ -100,7 +101,16 @@ describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
 
     expect((await save(during, sealedWithOld)).headers.get('idempotent-replayed')).toBe('true');
     expect((await save(after, sealedWithCurrent)).headers.get('idempotent-replayed')).toBe('true');
-    const unreadable = await save(after, sealedWithOld);
+    const logs = new CapturedLogs();
+    logs.start();
+    const unreadable = await save(after, sealedWithOld).finally(() => logs.stop());
+    expect(logs.at('error')).toEqual([
+      {
+        msg: 'stored response unreadable; answering 500 record-unreadable, never re-running',
+        key: pkOf.get(sealedWithOld),
+        reason: expect.stringMatching(/^it was sealed with a key that is not in encryption\.keys \(key id [0-9a-f]+\)$/),
+      },
+    ]);
     expect(unreadable.status).toBe(500);
     expect(unreadable.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(JSON.parse(unreadable.text)).toMatchObject({ type: 'urn:nestjs-dynamodb-idempotency:record-unreadable', status: 500 });

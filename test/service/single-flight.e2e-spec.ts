@@ -89,4 +89,18 @@ describe('single-flight', () => {
     owner.finish();
     await expect(owner.result).resolves.toBe('ran');
   });
+
+  it('leaves no timer behind once a call that waited for the local owner is answered (the process can exit)', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((resource) => resource === 'Timeout').length;
+    const before = timers();
+    const owner = running('k');
+    await settled();
+    const waiting = service.execute({ operation: 'op', key: 'k', waitMs: 60_000 }, async () => 'twice');
+    await settled();
+    owner.finish();
+    await expect(owner.result).resolves.toBe('ran');
+    await expect(waiting).resolves.toBe('ran');
+    expect(claims).toHaveBeenCalledTimes(2);
+    expect(timers()).toBe(before);
+  });
 });

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { RenewInput, TransitionResult } from './repository/idempotency.repository';
@@ -7,6 +8,7 @@ import { ManualClock } from './testing/manual-clock';
 /**
  * The heartbeat on Jest's fake timers (they move `setInterval` and `performance.now()` together), against the
  * in-memory repository on a clock moved in step. `renews` can hold a renewal open, to see what happens meanwhile.
+ * Its warnings are read from Nest's `Logger`.
  */
 class HeldRepository extends InMemoryIdempotencyRepository {
   readonly renews: RenewInput[] = [];
@@ -31,8 +33,10 @@ describe('LeaseHeartbeat', () => {
   let repository: HeldRepository;
   let telemetry: IdempotencyTelemetry;
   const heartbeats: LeaseHeartbeat[] = [];
+  let warnings: jest.SpyInstance;
 
   beforeEach(() => {
+    warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     jest.useFakeTimers();
     clock = new ManualClock();
     repository = new HeldRepository(clock);
@@ -41,7 +45,9 @@ describe('LeaseHeartbeat', () => {
   afterEach(() => {
     for (const heartbeat of heartbeats.splice(0)) heartbeat.stop();
     jest.useRealTimers();
+    warnings.mockRestore();
   });
+  const warned = () => warnings.mock.calls.map(([message]) => message);
 
   /** Moves the timers and the store's clock together, letting every renewal that can finish finish. */
   const advance = async (ms: number) => {
@@ -102,15 +108,16 @@ describe('LeaseHeartbeat', () => {
     expect(renewed).toEqual([]);
   });
 
-  it('stops renewing once maxLeaseSeconds have passed, at that very moment', async () => {
-    await owned(3, 3);
+  it('stops renewing once maxLeaseSeconds have passed, at that very moment, and says so once', async () => {
+    const { key } = await owned(3, 3);
     await advance(3000); // ticks at 1 and 2 s renew; the tick at exactly 3 s is past the limit
     expect(repository.renews).toHaveLength(2);
     await advance(3000);
     expect(repository.renews).toHaveLength(2);
+    expect(warned()).toEqual([{ msg: 'handler still running after maxLeaseSeconds: lease no longer renewed', key }]);
   });
 
-  it('a refused renewal (the key was taken over) is counted once and ends the renewals', async () => {
+  it('a refused renewal (the key was taken over) is counted and logged once and ends the renewals', async () => {
     const refused = jest.spyOn(telemetry, 'leaseRenewalRefused');
     const { key } = await owned(3);
     // The owner's process is paused: the store's time passes its lease while none of its timers fire.
@@ -123,19 +130,27 @@ describe('LeaseHeartbeat', () => {
     await advance(3000); // …and it sends no other
     expect(repository.renews).toHaveLength(1);
     expect((await repository.get({ key }))?.claimToken).toBe(successor.claimed && successor.claimToken);
+    expect(warned()).toEqual([
+      {
+        msg: 'lease renewal refused: another caller took the key over; the running handler will not be recorded',
+        key,
+        current_status: 'PENDING',
+      },
+    ]);
   });
 
-  it('a renewal refused because its own outcome landed meanwhile ends the renewals without counting', async () => {
+  it('a renewal refused because its own outcome landed meanwhile ends the renewals without counting or a warning', async () => {
     const refused = jest.spyOn(telemetry, 'leaseRenewalRefused');
     const { key, claimToken } = await owned(3);
     await repository.complete({ key, claimToken, response: { statusCode: 200, headers: {} }, ttlSeconds: 60 });
     await advance(3000);
     expect(repository.renews).toHaveLength(1);
     expect(refused).not.toHaveBeenCalled();
+    expect(warned()).toEqual([]);
   });
 
-  it('a renewal that fails on a store fault is tried again at the next tick', async () => {
-    const { renewed } = await owned(3);
+  it('a renewal that fails on a store fault is logged and tried again at the next tick', async () => {
+    const { key, renewed } = await owned(3);
     repository.fault = new Error('ECONNRESET');
     await advance(2000);
     expect(repository.renews).toHaveLength(2);
@@ -143,5 +158,7 @@ describe('LeaseHeartbeat', () => {
     await advance(1000);
     expect(repository.renews).toHaveLength(3);
     expect(renewed).toHaveLength(1);
+    const failed = { msg: 'lease renewal failed; retried at the next tick', key, error: 'Error: ECONNRESET' };
+    expect(warned()).toEqual([failed, failed]);
   });
 });
