@@ -54,18 +54,22 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
     }
   });
 
-  it('fails startup when the table has another key schema', async () => {
+  it.each([
+    ['another key', [{ AttributeName: 'id', AttributeType: 'S' }], [{ AttributeName: 'id', KeyType: 'HASH' }], 'id (HASH)'],
+    ['pk as a number', [{ AttributeName: 'pk', AttributeType: 'N' }], [{ AttributeName: 'pk', KeyType: 'HASH' }], 'pk (HASH) (pk of type N)'],
+    [
+      'a sort key besides pk',
+      [{ AttributeName: 'pk', AttributeType: 'S' }, { AttributeName: 'sk', AttributeType: 'S' }],
+      [{ AttributeName: 'pk', KeyType: 'HASH' }, { AttributeName: 'sk', KeyType: 'RANGE' }],
+      'pk (HASH), sk (RANGE) (pk of type S)',
+    ],
+  ] as const)('fails startup when the table has %s, saying which', async (_, attributes, keys, described) => {
     const tableName = uniqueTableName('wrongkey');
     await localClient(dynamo.endpoint).send(
-      new CreateTableCommand({
-        TableName: tableName,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
+      new CreateTableCommand({ TableName: tableName, AttributeDefinitions: [...attributes], KeySchema: [...keys], BillingMode: 'PAY_PER_REQUEST' }),
     );
     await expect(boot({ client: localClient(dynamo.endpoint), tableName })).rejects.toThrow(
-      /its key is id \(HASH\); the module needs a table whose only key is pk, a string hash key/,
+      `: its key is ${described}; the module needs a table whose only key is pk, a string hash key. Use another tableName, or create one with table:create.`,
     );
   });
 
