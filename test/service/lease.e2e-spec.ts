@@ -240,8 +240,12 @@ describe('operations', () => {
     expect(keys).toEqual(['fn charge-card', 'fn send-receipt']);
   });
 
-  it('refuses a call without an operation name', async () => {
+  it('refuses a call without an operation name, or with an empty one, and runs nothing', async () => {
     const service = await instance(await newTable());
-    await expect(service.execute({ key: 'k' } as never, async () => 1)).rejects.toThrow(/operation/);
+    const work = jest.fn(async () => 1);
+    for (const options of [{ key: 'k' }, { key: 'k', operation: '' }]) {
+      await expect(service.execute(options as never, work)).rejects.toThrow(/^IdempotencyService\.execute needs an operation name/);
+    }
+    expect(work).not.toHaveBeenCalled();
   });
 });

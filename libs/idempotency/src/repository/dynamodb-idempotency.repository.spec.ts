@@ -181,19 +181,21 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     'reports a transaction cancelled by %s as throttling: a store fault the caller retries',
     async (code) => {
       const { repository, send } = mockedRepository();
-      send.mockRejectedValueOnce(cancelled('None', code, 'None') as never);
+      const error = cancelled('None', code, 'None');
+      send.mockRejectedValueOnce(error as never);
       const commit = complete(repository, [write('order-1'), write('order-2')]);
       await expect(commit).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
-      await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: code });
+      await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: code, cause: error });
     },
   );
 
   it('reports a transaction cancelled by a conflicting transaction as the store being unavailable', async () => {
     const { repository, send } = mockedRepository();
-    send.mockRejectedValueOnce(cancelled('TransactionConflict', 'None') as never);
+    const error = cancelled('TransactionConflict', 'None');
+    send.mockRejectedValueOnce(error as never);
     const commit = complete(repository, [write('order-1')]);
     await expect(commit).rejects.toBeInstanceOf(IdempotencyStoreUnavailableError);
-    await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: 'TransactionConflict' });
+    await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: 'TransactionConflict', cause: error });
   });
 
   it.each([
@@ -202,9 +204,11 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     ['the completion', ['None', 'None', 'ValidationError'], 'TransactWriteItems refused the completion: ValidationError: ValidationError here'],
   ])('names the action when DynamoDB refuses %s for another reason', async (_, codes, message) => {
     const { repository, send } = mockedRepository();
-    send.mockRejectedValueOnce(cancelled(...codes) as never);
+    const error = cancelled(...codes);
+    send.mockRejectedValueOnce(error as never);
     const commit = complete(repository, [write('order-1'), write('order-2')]);
     await expect(commit).rejects.toThrow(message);
+    await expect(commit).rejects.toMatchObject({ cause: error });
     await expect(commit).rejects.not.toBeInstanceOf(IdempotencyStoreUnavailableError);
   });
 
