@@ -5,6 +5,7 @@ import {
   IdempotencyRecord,
   IdempotencyResultNotStoredError,
   IdempotencyService,
+  IdempotencyTelemetry,
   InMemoryIdempotencyRepository,
   ProtectedWork,
 } from 'nestjs-dynamodb-idempotency';
@@ -117,6 +118,25 @@ describe('the owner of a key', () => {
     expect(logs.at('warn')).toEqual([
       expect.objectContaining({ msg: 'completion refused', reason: 'lease_lost', current_status: 'COMPLETED', pending_since: 1 }),
     ]);
+  });
+
+  it.each([
+    ['already_completed', 'COMPLETED', { raced: 1, reexecuted: 0, outcome: 'executed' }],
+    ['lease_lost', 'PENDING', { raced: 0, reexecuted: 0, outcome: 'lease_lost' }],
+    ['lease_lost', 'COMPLETED', { raced: 0, reexecuted: 1, outcome: 'lease_lost' }],
+  ] as const)('counts a completion refused as %s (the record %s) by that reason only', async (reason, status, expected) => {
+    await start();
+    const telemetry = context.get(IdempotencyTelemetry);
+    const [raced, reexecuted, requests] = [
+      jest.spyOn(telemetry, 'completionRaced'),
+      jest.spyOn(telemetry, 'reexecutionDetected'),
+      jest.spyOn(telemetry, 'request'),
+    ];
+    jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason, current: record(status) });
+    await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
+    expect(raced).toHaveBeenCalledTimes(expected.raced);
+    expect(reexecuted).toHaveBeenCalledTimes(expected.reexecuted);
+    expect(requests.mock.calls).toEqual([[expected.outcome]]);
   });
 
   it('records a result whose capture throws as done without a body, and says so', async () => {
