@@ -9,6 +9,7 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../idempotency.errors';
+import { IdempotencyTelemetry } from '../idempotency.telemetry';
 import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository';
 
 /**
@@ -30,11 +31,11 @@ const conditionFailed = (item?: Record<string, unknown>) =>
     ...(item ? { Item: marshall(item) } : {}),
   });
 
-function mockedRepository() {
+function mockedRepository(telemetry?: IdempotencyTelemetry) {
   const documents = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1' }));
   const send = jest.spyOn(documents, 'send');
   const clock = new FixedClock();
-  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock });
+  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock, telemetry });
   const sent = () => send.mock.calls.map(([command]) => command.constructor.name);
   return { repository, send, sent, clock };
 }
@@ -118,6 +119,25 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim).toEqual({ claimed: true, claimToken: (send.mock.calls[0][0] as PutCommand).input.Item?.claim_token });
+  });
+
+  it('reports each call to the store with its duration in seconds, its operation and its result', async () => {
+    const telemetry = new IdempotencyTelemetry();
+    const storeCall = jest.spyOn(telemetry, 'storeCall');
+    const { repository, send } = mockedRepository(telemetry);
+    send.mockImplementationOnce((async () => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      throw conditionFailed(pendingItem);
+    }) as never);
+    const started = performance.now();
+    await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    const claimSeconds = (performance.now() - started) / 1000;
+    expect(storeCall).toHaveBeenCalledTimes(1);
+    const [table, operation, seconds, result] = storeCall.mock.calls[0];
+    expect([table, operation, result]).toEqual(['t', 'claim', 'ConditionalCheckFailedException']);
+    // The call lasted its 50 ms answer, within the claim that made it: in seconds, not milliseconds.
+    expect(seconds).toBeGreaterThanOrEqual(0.04);
+    expect(seconds).toBeLessThanOrEqual(claimSeconds);
   });
 
   it('guards completion by status and claim token, and explains a refusal from the returned item', async () => {
