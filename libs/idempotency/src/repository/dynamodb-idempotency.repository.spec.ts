@@ -16,7 +16,8 @@ import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository
  * What dynalite can't show: the ALL_OLD item on a failed condition, throttling after the SDK's retries,
  * an item that vanishes between the failed claim and the read, network faults.
  */
-class FixedClock extends IdempotencyClock {
+/** Stands at NOW until a test moves it (`ms`). */
+class SetClock extends IdempotencyClock {
   ms = 1_800_000_000_000;
   nowMs() {
     return this.ms;
@@ -34,7 +35,7 @@ const conditionFailed = (item?: Record<string, unknown>) =>
 function mockedRepository(telemetry?: IdempotencyTelemetry) {
   const documents = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1' }));
   const send = jest.spyOn(documents, 'send');
-  const clock = new FixedClock();
+  const clock = new SetClock();
   const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock, telemetry });
   const sent = () => send.mock.calls.map(([command]) => command.constructor.name);
   return { repository, send, sent, clock };
@@ -312,7 +313,7 @@ function clientAnswering(answer: () => { statusCode: number; type: string } | Er
       },
     } as never,
   });
-  return { calls, repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new FixedClock() }) };
+  return { calls, repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new SetClock() }) };
 }
 
 describe('DynamoDbIdempotencyRepository store faults', () => {
