@@ -2,10 +2,13 @@ import { Readable } from 'node:stream';
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
   TransactionCanceledException,
+  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../idempotency.errors';
@@ -59,22 +62,22 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       claimed: false,
       existing: expect.objectContaining({ status: 'PENDING', claimToken: 'theirs', expiresAt: NOW + 30 }),
     });
-    expect(sent()).toEqual(['PutCommand']);
-    const put = send.mock.calls[0][0] as PutCommand;
+    expect(sent()).toEqual(['PutItemCommand']);
+    const put = send.mock.calls[0][0] as PutItemCommand;
     expect(put.input).toMatchObject({
       ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now OR #s = :failed',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      ExpressionAttributeValues: { ':now': NOW, ':failed': 'FAILED' },
+      ExpressionAttributeValues: { ':now': { N: String(NOW) }, ':failed': { S: 'FAILED' } },
     });
   });
 
   it('reads with ConsistentRead when the failed claim carries no item (as on dynalite)', async () => {
     const { repository, send, sent } = mockedRepository();
-    send.mockRejectedValueOnce(conditionFailed() as never).mockResolvedValueOnce({ Item: pendingItem } as never);
+    send.mockRejectedValueOnce(conditionFailed() as never).mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim.claimed).toBe(false);
-    expect(sent()).toEqual(['PutCommand', 'GetCommand']);
-    expect((send.mock.calls[1][0] as GetCommand).input.ConsistentRead).toBe(true);
+    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand']);
+    expect((send.mock.calls[1][0] as GetItemCommand).input.ConsistentRead).toBe(true);
   });
 
   it('claims again when the item vanished between the failed claim and the read', async () => {
@@ -85,13 +88,13 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       .mockResolvedValueOnce({} as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim).toEqual({ claimed: true, claimToken: expect.any(String) });
-    expect(sent()).toEqual(['PutCommand', 'GetCommand', 'PutCommand']);
+    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand', 'PutItemCommand']);
   });
 
   it('gives up with a store fault when the item keeps vanishing', async () => {
     const { repository, send } = mockedRepository();
     send.mockImplementation((async (command: unknown) => {
-      if (command instanceof PutCommand) throw conditionFailed();
+      if (command instanceof PutItemCommand) throw conditionFailed();
       return {};
     }) as never);
     const claim = repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
@@ -105,21 +108,21 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     // in between. Three attempts, then the loser gets that record (its caller decides), never a store fault.
     const { repository, send, sent } = mockedRepository();
     send.mockImplementation((async (command: unknown) => {
-      if (command instanceof PutCommand) throw conditionFailed();
-      return { Item: { ...pendingItem, status: 'FAILED' } };
+      if (command instanceof PutItemCommand) throw conditionFailed();
+      return { Item: marshall({ ...pendingItem, status: 'FAILED' }) };
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim).toEqual({ claimed: false, existing: expect.objectContaining({ status: 'FAILED', claimToken: 'theirs' }) });
-    expect(sent()).toEqual(['PutCommand', 'GetCommand', 'PutCommand', 'GetCommand', 'PutCommand', 'GetCommand']);
+    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand', 'PutItemCommand', 'GetItemCommand', 'PutItemCommand', 'GetItemCommand']);
   });
 
   it('recognises its own claim when an SDK retry of a landed write fails the condition', async () => {
     const { repository, send } = mockedRepository();
-    send.mockImplementationOnce((async (command: PutCommand) => {
-      throw conditionFailed(command.input.Item);
+    send.mockImplementationOnce((async (command: PutItemCommand) => {
+      throw conditionFailed(unmarshall(command.input.Item!));
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect(claim).toEqual({ claimed: true, claimToken: (send.mock.calls[0][0] as PutCommand).input.Item?.claim_token });
+    expect(claim).toEqual({ claimed: true, claimToken: (send.mock.calls[0][0] as PutItemCommand).input.Item?.claim_token.S });
   });
 
   it('reports each call to the store with its duration in seconds, its operation and its result', async () => {
@@ -148,10 +151,10 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     );
     const result = await repository.complete({ key: 'k', claimToken: 'mine', response: { statusCode: 201, headers: {} }, ttlSeconds: 60 });
     expect(result).toMatchObject({ ok: false, reason: 'already_completed' });
-    expect(sent()).toEqual(['UpdateCommand']);
-    expect((send.mock.calls[0][0] as UpdateCommand).input).toMatchObject({
+    expect(sent()).toEqual(['UpdateItemCommand']);
+    expect((send.mock.calls[0][0] as UpdateItemCommand).input).toMatchObject({
       ConditionExpression: '#s = :pending AND claim_token = :token',
-      ExpressionAttributeValues: expect.objectContaining({ ':pending': 'PENDING', ':token': 'mine', ':expiresAt': NOW + 60 }),
+      ExpressionAttributeValues: expect.objectContaining({ ':pending': { S: 'PENDING' }, ':token': { S: 'mine' }, ':expiresAt': { N: String(NOW + 60) } }),
     });
   });
 });

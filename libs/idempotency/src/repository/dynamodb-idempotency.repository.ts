@@ -1,14 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
-  DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  ScanCommand,
-  TransactWriteCommand,
-  TransactWriteCommandInput,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+  AttributeValue,
+  DescribeTableCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, ScanCommand, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
@@ -110,12 +109,12 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       try {
         await this.send(
           'claim',
-          new PutCommand({
+          new PutItemCommand({
             TableName: this.tableName,
-            Item: item,
+            Item: attributeValues(item),
             ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now OR #s = :failed',
             ExpressionAttributeNames: { '#s': 'status' },
-            ExpressionAttributeValues: { ':now': now, ':failed': 'FAILED' },
+            ExpressionAttributeValues: { ':now': { N: String(now) }, ':failed': { S: 'FAILED' } },
             ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
           }),
         );
@@ -215,9 +214,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
     const { Item } = await this.send(
       'get',
-      new GetCommand({ TableName: this.tableName, Key: { pk: key }, ConsistentRead: true }),
+      new GetItemCommand({ TableName: this.tableName, Key: { pk: { S: key } }, ConsistentRead: true }),
     );
-    return Item && toRecord(Item as unknown as IdempotencyItem);
+    return Item && toRecord(unmarshall(Item as Record<string, AttributeValue>) as IdempotencyItem);
   }
 
   async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
@@ -247,13 +246,15 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     expiresAt: number,
     update: { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> },
   ): Promise<TransitionResult> {
+    const guarded = this.guarded(claimToken, expiresAt, update, operation === 'complete' ? NAMES : { '#s': 'status' });
     try {
       await this.send(
         operation,
-        new UpdateCommand({
+        new UpdateItemCommand({
           TableName: this.tableName,
-          Key: { pk: key },
-          ...this.guarded(claimToken, expiresAt, update, operation === 'complete' ? NAMES : { '#s': 'status' }),
+          Key: { pk: { S: key } },
+          ...guarded,
+          ExpressionAttributeValues: attributeValues(guarded.ExpressionAttributeValues),
         }),
       );
       return { ok: true, expiresAt };
@@ -374,16 +375,21 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });
   }
 
-  /** Every request goes through here: store faults become typed errors, failed conditions pass through. */
+  /**
+   * Every request goes through here: store faults become typed errors, failed conditions pass through. The record's
+   * own reads and writes are low-level commands with their attribute values written out (`attributeValues`): the
+   * DocumentClient's marshalling, which they would otherwise go through, is the costliest part of the SDK they skip.
+   */
   private async send(
     operation: StoreOperation,
-    command: PutCommand | UpdateCommand | GetCommand | ScanCommand | TransactWriteCommand,
+    command: PutItemCommand | UpdateItemCommand | GetItemCommand | ScanCommand | TransactWriteCommand,
   ): Promise<{ Item?: Record<string, unknown>; Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> }> {
     const started = performance.now();
     let result = 'ok';
     try {
-      // One call site for every command type; the output fields used are Item, Items and LastEvaluatedKey.
-      return await this.documents.send(command as ScanCommand & GetCommand);
+      // One call site for every command type, low-level or DocumentClient (one client, one middleware stack); the
+      // output fields used are Item, Items and LastEvaluatedKey.
+      return await this.documents.send(command as ScanCommand);
     } catch (error) {
       result = dynamoErrorCode(error);
       const fields = { operation, table: this.tableName, dynamo_error_code: result };
@@ -399,6 +405,21 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       this.telemetry.storeCall(this.tableName, operation, (performance.now() - started) / 1000, result);
     }
   }
+}
+
+/**
+ * A record's attributes as DynamoDB attribute values: strings (S), numbers (N) and the gzipped response (B), the
+ * only types the item has.
+ */
+function attributeValues(values: object): Record<string, AttributeValue> {
+  const marshalled: Record<string, AttributeValue> = {};
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string') marshalled[name] = { S: value };
+    else if (typeof value === 'number') marshalled[name] = { N: String(value) };
+    else if (value instanceof Uint8Array) marshalled[name] = { B: value };
+    else throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
+  }
+  return marshalled;
 }
 
 function toRecord(item: IdempotencyItem): IdempotencyRecord {
