@@ -81,6 +81,22 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
     }
   });
 
+  it('keeps no response over 64 KB (as JSON): its duplicates are answered from DynamoDB', async () => {
+    const { test, calls } = await app();
+    try {
+      const key = `large-${++keys}`;
+      const first = await post(`${test.url}/payments/large`, {}, { 'Idempotency-Key': key });
+      calls.reset();
+      const replay = await post(`${test.url}/payments/large`, {}, { 'Idempotency-Key': key });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(calls.counts).toEqual({ PutItem: 1, GetItem: 1 });
+      expect(test.get(Runs).of('large')).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+
   it('sends one claim for 20 concurrent requests with one key in one process', async () => {
     const { test, calls } = await app();
     try {

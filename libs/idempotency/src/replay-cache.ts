@@ -1,4 +1,5 @@
 import { StoredResponse } from './idempotency.record';
+import { storedResponseBytes } from './stored-response.codec';
 
 /** A COMPLETED record as far as a replay needs it. */
 export interface CachedCompletion {
@@ -32,7 +33,7 @@ export class ReplayCache {
 
   set(key: string, entry: CachedCompletion): void {
     if (this.maxEntries <= 0 || entry.response.bodyOmitted) return;
-    if (Buffer.byteLength(JSON.stringify(entry.response)) > MAX_CACHED_RESPONSE_BYTES) return;
+    if (storedResponseBytes(entry.response) > MAX_CACHED_RESPONSE_BYTES) return;
     this.entries.delete(key);
     this.entries.set(key, entry);
     if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
