@@ -71,6 +71,23 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     });
   });
 
+  it('writes the record\'s attributes as DynamoDB types, and refuses a value of any other type before sending', async () => {
+    const { repository, send } = mockedRepository();
+    send.mockResolvedValueOnce({} as never);
+    await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    expect((send.mock.calls[0][0] as PutItemCommand).input.Item).toEqual({
+      pk: { S: 'k' },
+      status: { S: 'PENDING' },
+      expires_at: { N: String(NOW + 60) },
+      claim_token: { S: expect.any(String) },
+      fingerprint: { S: 'fp' },
+      pending_since: { N: String(NOW) },
+    });
+    const claim = repository.claim({ key: 'k', fingerprint: undefined as unknown as string, leaseSeconds: 60 });
+    await expect(claim).rejects.toThrow('fingerprint: an idempotency record has no attribute of type undefined');
+    expect(send).toHaveBeenCalledTimes(1);
+  });
+
   it('reads with ConsistentRead when the failed claim carries no item (as on dynalite)', async () => {
     const { repository, send, sent } = mockedRepository();
     send.mockRejectedValueOnce(conditionFailed() as never).mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);

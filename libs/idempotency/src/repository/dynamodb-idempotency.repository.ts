@@ -377,8 +377,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
 
   /**
    * Every request goes through here: store faults become typed errors, failed conditions pass through. The record's
-   * own reads and writes are low-level commands with their attribute values written out (`attributeValues`): the
-   * DocumentClient's marshalling, which they would otherwise go through, is the costliest part of the SDK they skip.
+   * own reads and writes are low-level commands with their attribute values written out (`attributeValues`), so they
+   * skip the DocumentClient's marshalling (about a tenth of the SDK's CPU per call, see bench/RESULTS.md); `scan` and
+   * `commitWith` (whose writes are the application's) still use it.
    */
   private async send(
     operation: StoreOperation,

@@ -1,0 +1,84 @@
+// The SDK side of one new key, in-process and without a network: the floor route's two DocumentClient calls
+// against the module's repository (claim, complete), on one DynamoDB client whose HTTP handler answers `{}` at once.
+// Rounds alternate; prints JSON: CPU µs per new key, per round. Run by bench.mjs (after `npm run build`).
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+const { randomUUID } = require('node:crypto');
+const { Readable } = require('node:stream');
+const { DynamoDBClient } = require('@aws-sdk/client-dynamodb');
+const { DynamoDBDocumentClient, PutCommand, UpdateCommand } = require('@aws-sdk/lib-dynamodb');
+const { HttpResponse } = require('@smithy/core/transport');
+const { DynamoDbIdempotencyRepository } = require('../libs/idempotency/dist');
+
+const ROUNDS = Number(process.env.ROUNDS ?? 9);
+const CALLS = Number(process.env.CALLS ?? 3000);
+const requestHandler = {
+  handle: async () => ({
+    response: new HttpResponse({
+      statusCode: 200,
+      headers: { 'content-type': 'application/x-amz-json-1.0' },
+      body: Readable.from([Buffer.from('{}')]),
+    }),
+  }),
+  updateHttpClientConfig() {},
+  httpHandlerConfigs: () => ({}),
+};
+const client = new DynamoDBClient({
+  region: 'us-east-1',
+  endpoint: 'http://127.0.0.1:1',
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  requestHandler,
+});
+const documents = DynamoDBDocumentClient.from(client);
+const repository = new DynamoDbIdempotencyRepository({ client, tableName: 't' });
+const response = { statusCode: 200, headers: {}, body: { ok: true, received: { item: 'book', quantity: 1 } } };
+
+/** As /bench/floor sends them (apps/orders-api/src/bench/bench.controller.ts). */
+async function floor(i) {
+  const pk = `POST /bench/floor#${i}`;
+  const now = Math.floor(Date.now() / 1000);
+  const claimToken = randomUUID();
+  await documents.send(
+    new PutCommand({
+      TableName: 't',
+      Item: { pk, status: 'PENDING', expires_at: now + 60, claim_token: claimToken, fingerprint: '-', pending_since: now },
+      ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
+      ExpressionAttributeValues: { ':now': now },
+    }),
+  );
+  await documents.send(
+    new UpdateCommand({
+      TableName: 't',
+      Key: { pk },
+      UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
+      ConditionExpression: '#s = :pending AND claim_token = :token',
+      ExpressionAttributeNames: { '#s': 'status', '#r': 'response' },
+      ExpressionAttributeValues: {
+        ':completed': 'COMPLETED',
+        ':pending': 'PENDING',
+        ':token': claimToken,
+        ':response': JSON.stringify(response),
+        ':expiresAt': now + 86_400,
+        ':now': now,
+      },
+    }),
+  );
+}
+
+async function module_(i) {
+  const key = `POST /bench/idempotent#${i}`;
+  const { claimToken } = await repository.claim({ key, fingerprint: 'f'.repeat(64), leaseSeconds: 60 });
+  await repository.complete({ key, claimToken, response, ttlSeconds: 86_400 });
+}
+
+(async () => {
+  const runs = { floor: [], module: [] };
+  for (let round = 0; round <= ROUNDS; round++) {
+    for (const [name, call] of round % 2 ? [['module', module_], ['floor', floor]] : [['floor', floor], ['module', module_]]) {
+      const started = process.cpuUsage();
+      for (let i = 0; i < CALLS; i++) await call(`${round}-${i}`);
+      const used = process.cpuUsage(started);
+      if (round > 0) runs[name].push((used.user + used.system) / CALLS); // round 0 warms the JIT up
+    }
+  }
+  console.log(JSON.stringify(runs));
+})();
