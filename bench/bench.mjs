@@ -2,7 +2,7 @@
 // Every comparison is interleaved (A B F, B F A, F A B, …) and reported as the median and spread of its per-round
 // ratios; then the app is profiled with --cpu-prof. Writes bench/RESULTS.md (and bench/PROFILE.md).
 // Benchmarks are not tests: nothing here asserts a timing.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -270,12 +270,25 @@ function packageOf(frame) {
   return pkg ?? 'V8 / native (GC, idle, writev, …)';
 }
 
+/**
+ * The SDK side of one new key alone (bench/repository-calls.cjs): the floor route's two DocumentClient calls and the
+ * module's repository (claim, complete), in one process on a client whose HTTP handler answers at once, rounds
+ * alternated. No network, no app: what the repository adds to (or saves on) the calls, with little noise.
+ */
+function repositoryCalls() {
+  const runs = JSON.parse(execFileSync(process.execPath, [new URL('./repository-calls.cjs', import.meta.url).pathname], { encoding: 'utf8' }));
+  const ratios = runs.module.map((micros, i) => micros / runs.floor[i]);
+  console.log(`repository calls: module ÷ floor CPU ${range(spread(ratios), f2)}`);
+  return { floor: spread(runs.floor), module: spread(runs.module), ratio: spread(ratios), rounds: ratios.length };
+}
+
 async function main() {
   const dynalitePort = await freePort();
   const dynalite = start([new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname, '--port', String(dynalitePort)]);
   const endpoint = `http://127.0.0.1:${dynalitePort}`;
   await waitFor(endpoint, dynalite);
   const results = await measure(endpoint);
+  const sdkSide = !ONLY || ONLY.test('repository calls') ? repositoryCalls() : undefined;
   if (ONLY) {
     for (const result of results) {
       for (const other of Object.keys(result.runs).filter((route) => route !== OURS)) {
@@ -293,7 +306,7 @@ async function main() {
   dynalite.kill('SIGKILL');
   if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles));
   const summary = PROFILE ? profileSummary(readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'), profileReport(profiles)) : '';
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results).replace('## Caveats\n', `${summary}## Caveats\n`));
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results, sdkSide).replace('## Caveats\n', `${summary}## Caveats\n`));
   console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
 }
@@ -307,7 +320,7 @@ function verdict({ min, max }, higherIsBetter) {
   return (min > 1) === higherIsBetter ? 'better' : 'worse';
 }
 
-function report(results) {
+function report(results, sdkSide) {
   const find = (scenario) => results.find((result) => result.scenario === scenario);
   const rows = results.flatMap((result) =>
     Object.entries(result.runs).map(([route, runs]) => {
@@ -438,12 +451,26 @@ about. The module turns tracking on only for applications that inject the contex
 |---|---:|---|---:|---|
 ${trackingRows.join('\n')}
 
+## The SDK side alone (\`bench/repository-calls.cjs\`)
+
+One new key's two DynamoDB calls, in one process without a network: the floor route's (\`PutCommand\` and
+\`UpdateCommand\` through the DocumentClient) and the module's repository (\`claim\`, \`complete\`: low-level
+\`PutItem\` and \`UpdateItem\` with the attribute values written out), on one client whose HTTP handler answers
+\`{}\` at once, ${sdkSide.rounds} rounds alternated after a warm-up round. So this is the SDK's own CPU and the repository's, with
+nothing else in the process.
+
+| | CPU µs per new key, median [min–max] |
+|---|---:|
+| floor (DocumentClient) | ${range(sdkSide.floor, f0)} |
+| the module's repository | ${range(sdkSide.module, f0)} |
+| **ratio, per round** | **${range(sdkSide.ratio, f2)}** (${verdict(sdkSide.ratio, false)}) |
+
 ## Before
 
 [before/RESULTS.md](before/RESULTS.md) and [before/PROFILE.md](before/PROFILE.md) are the previous committed run (main at
-\`60ddb20\`). Its app was the whole demo, and the module then tracked every protected call through
-\`AsyncLocalStorage\`, which on Node 20 slows every route of the process: the floor, Powertools and plain routes
-too. Absolute figures of the two runs are therefore not comparable; ratios within a run are.
+\`e38966b\`, 3 rounds): the same app and machine kind, before the record's own DynamoDB calls bypassed the
+DocumentClient's marshalling. The virtual machine's speed drifts from day to day (the floor route's CPU per request
+with it), so absolute figures of two runs are not comparable; ratios within a run are.
 
 ## Caveats
 

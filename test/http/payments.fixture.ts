@@ -113,6 +113,8 @@ export class PaymentsController {
         return { queued: true };
       case 'buffer':
         return Buffer.from([0, 1, 2, 250]);
+      case 'unstorable':
+        return { amount: BigInt(10) }; // not JSON: recorded as done without a body
       default:
         return { kind };
     }

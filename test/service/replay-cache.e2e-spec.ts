@@ -1,3 +1,4 @@
+import { ProblemType } from 'nestjs-dynamodb-idempotency';
 import { post, startApp, TestApp } from '../support/app';
 import { countCalls } from '../support/call-counter';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -92,6 +93,22 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
       expect(replay.text).toBe(first.text);
       expect(calls.counts).toEqual({ PutItem: 1, GetItem: 1 });
       expect(test.get(Runs).of('large')).toBe(1);
+    } finally {
+      await test.close();
+    }
+  });
+
+  it('keeps no result that could not be stored: its duplicates get 409 response-not-stored, from DynamoDB', async () => {
+    const { test, calls } = await app();
+    try {
+      const key = `unstorable-${++keys}`;
+      await post(`${test.url}/payments/body/unstorable`, {}, { 'Idempotency-Key': key }); // the platform's own error
+      calls.reset();
+      const duplicate = await post(`${test.url}/payments/body/unstorable`, {}, { 'Idempotency-Key': key });
+      expect(duplicate.status).toBe(409);
+      expect(JSON.parse(duplicate.text)).toMatchObject({ type: ProblemType.responseNotStored });
+      expect(calls.counts).toEqual({ PutItem: 1, GetItem: 1 });
+      expect(test.get(Runs).of('body:unstorable')).toBe(1);
     } finally {
       await test.close();
     }
