@@ -5,9 +5,10 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const { randomUUID } = require('node:crypto');
 const { Readable } = require('node:stream');
 const { DynamoDBClient } = require('@aws-sdk/client-dynamodb');
-const { DynamoDBDocumentClient, PutCommand, UpdateCommand } = require('@aws-sdk/lib-dynamodb');
+const { DynamoDBDocumentClient } = require('@aws-sdk/lib-dynamodb');
 const { HttpResponse } = require('@smithy/core/transport');
 const { DynamoDbIdempotencyRepository } = require('../libs/idempotency/dist');
+const { floorCalls } = require('../dist/apps/orders-api/bench/floor-calls'); // the calls /bench/floor makes
 
 const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const CALLS = Number(process.env.CALLS ?? 3000);
@@ -32,36 +33,11 @@ const documents = DynamoDBDocumentClient.from(client);
 const repository = new DynamoDbIdempotencyRepository({ client, tableName: 't' });
 const response = { statusCode: 200, headers: {}, body: { ok: true, received: { item: 'book', quantity: 1 } } };
 
-/** As /bench/floor sends them (apps/orders-api/src/bench/bench.controller.ts). */
 async function floor(i) {
-  const pk = `POST /bench/floor#${i}`;
   const now = Math.floor(Date.now() / 1000);
   const claimToken = randomUUID();
-  await documents.send(
-    new PutCommand({
-      TableName: 't',
-      Item: { pk, status: 'PENDING', expires_at: now + 60, claim_token: claimToken, fingerprint: '-', pending_since: now },
-      ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
-      ExpressionAttributeValues: { ':now': now },
-    }),
-  );
-  await documents.send(
-    new UpdateCommand({
-      TableName: 't',
-      Key: { pk },
-      UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
-      ConditionExpression: '#s = :pending AND claim_token = :token',
-      ExpressionAttributeNames: { '#s': 'status', '#r': 'response' },
-      ExpressionAttributeValues: {
-        ':completed': 'COMPLETED',
-        ':pending': 'PENDING',
-        ':token': claimToken,
-        ':response': JSON.stringify(response),
-        ':expiresAt': now + 86_400,
-        ':now': now,
-      },
-    }),
-  );
+  await floorCalls.claim(documents, 't', `POST /bench/floor#${i}`, claimToken, now);
+  await floorCalls.complete(documents, 't', `POST /bench/floor#${i}`, claimToken, now, response.body);
 }
 
 async function module_(i) {

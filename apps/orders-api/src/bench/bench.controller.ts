@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import {
   Body,
   CallHandler,
@@ -19,6 +19,7 @@ import {
 import { Idempotent, IdempotencyContext } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { dynamoCalls } from './call-counter';
+import { floorCalls } from './floor-calls';
 
 export const POWERTOOLS_TABLE = 'powertools_idempotency';
 
@@ -118,14 +119,7 @@ export class BenchController {
     const now = Math.floor(Date.now() / 1000);
     const claimToken = randomUUID();
     try {
-      await this.documents.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: { pk, status: 'PENDING', expires_at: now + 60, claim_token: claimToken, fingerprint: '-', pending_since: now },
-          ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
-          ExpressionAttributeValues: { ':now': now },
-        }),
-      );
+      await floorCalls.claim(this.documents, this.tableName, pk, claimToken, now);
     } catch (error) {
       if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
       const { Item } = await this.documents.send(new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }));
@@ -133,23 +127,7 @@ export class BenchController {
       return JSON.parse(Item.response as string).body;
     }
     const result = work(body);
-    await this.documents.send(
-      new UpdateCommand({
-        TableName: this.tableName,
-        Key: { pk },
-        UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
-        ConditionExpression: '#s = :pending AND claim_token = :token',
-        ExpressionAttributeNames: { '#s': 'status', '#r': 'response' },
-        ExpressionAttributeValues: {
-          ':completed': 'COMPLETED',
-          ':pending': 'PENDING',
-          ':token': claimToken,
-          ':response': JSON.stringify({ statusCode: 200, headers: {}, body: result }),
-          ':expiresAt': now + 86_400,
-          ':now': now,
-        },
-      }),
-    );
+    await floorCalls.complete(this.documents, this.tableName, pk, claimToken, now, result);
     return result;
   }
 
