@@ -34,10 +34,11 @@ const repository = new DynamoDbIdempotencyRepository({ client, tableName: 't' })
 const response = { statusCode: 200, headers: {}, body: { ok: true, received: { item: 'book', quantity: 1 } } };
 
 async function floor(i) {
+  const pk = `POST /bench/floor#${i}`;
   const now = Math.floor(Date.now() / 1000);
   const claimToken = randomUUID();
-  await floorCalls.claim(documents, 't', `POST /bench/floor#${i}`, claimToken, now);
-  await floorCalls.complete(documents, 't', `POST /bench/floor#${i}`, claimToken, now, response.body);
+  await floorCalls.claim(documents, 't', pk, claimToken, now);
+  await floorCalls.complete(documents, 't', pk, claimToken, now, response.body);
 }
 
 async function module_(i) {
