@@ -97,6 +97,41 @@ export class IdempotencyRecordUnreadableError extends IdempotencyError {
   }
 }
 
+/**
+ * The request carries a body that nothing parsed before the fingerprint was taken (no body parser for its content type,
+ * or an upload interceptor bound inside `@Idempotent()`): it cannot be told apart from another request, so the handler
+ * does not run.
+ */
+export class IdempotencyBodyUnreadableError extends IdempotencyError {
+  override readonly name = 'IdempotencyBodyUnreadableError';
+  readonly outcome = 'body_unreadable';
+}
+
+/** The application's `scope` function threw: the call's key space is unknown, so the handler does not run. */
+export class IdempotencyScopeFailedError extends IdempotencyError {
+  override readonly name = 'IdempotencyScopeFailedError';
+  readonly outcome = 'scope_failed';
+  constructor(readonly operation: string) {
+    super(`The idempotency scope of ${operation} could not be determined (the scope function threw).`);
+  }
+}
+
+/**
+ * The store refused the module's request in a way retrying will not fix: access denied, no such table, a request it
+ * rejects as invalid, unrecognized credentials. Fails closed with a 500, without `Retry-After`.
+ */
+export class IdempotencyStoreMisconfiguredError extends IdempotencyError {
+  override readonly name = 'IdempotencyStoreMisconfiguredError';
+  readonly outcome = 'store_misconfigured';
+  constructor(
+    readonly operation: string,
+    readonly dynamoErrorCode: string,
+    options?: ErrorOptions,
+  ) {
+    super(`Idempotency store refused the ${operation} (${dynamoErrorCode})`, options);
+  }
+}
+
 /** DynamoDB answered with throttling even after the SDK's own retries. Never a duplicate. */
 export class IdempotencyStoreThrottledError extends IdempotencyError {
   override readonly name = 'IdempotencyStoreThrottledError';
@@ -111,7 +146,7 @@ export class IdempotencyStoreThrottledError extends IdempotencyError {
   }
 }
 
-/** The store could not answer: timeout, socket error, 5xx, missing table, denied access. Fail closed. */
+/** The store could not answer: timeout, socket error, 5xx. Fail closed. */
 export class IdempotencyStoreUnavailableError extends IdempotencyError {
   override readonly name = 'IdempotencyStoreUnavailableError';
   readonly outcome = 'store_unavailable';
@@ -134,6 +169,9 @@ export const ProblemType = {
   commitRejected: 'urn:nestjs-dynamodb-idempotency:commit-rejected',
   responseNotStored: 'urn:nestjs-dynamodb-idempotency:response-not-stored',
   recordUnreadable: 'urn:nestjs-dynamodb-idempotency:record-unreadable',
+  bodyUnreadable: 'urn:nestjs-dynamodb-idempotency:body-unreadable',
+  scopeFailed: 'urn:nestjs-dynamodb-idempotency:scope-failed',
+  storeMisconfigured: 'urn:nestjs-dynamodb-idempotency:store-misconfigured',
   storeThrottled: 'urn:nestjs-dynamodb-idempotency:store-throttled',
   storeUnavailable: 'urn:nestjs-dynamodb-idempotency:store-unavailable',
 } as const;
@@ -162,15 +200,13 @@ export class IdempotencyProblemException extends HttpException {
     super(problem, problem.status, options);
   }
 
-  /** `keyHeader` names the header in the missing-key detail; without it (message handlers) the error's own text is used. */
-  static from(error: IdempotencyError, keyHeader?: string): IdempotencyProblemException {
+  static from(error: IdempotencyError): IdempotencyProblemException {
     const problem = (type: ProblemTypeUri, title: string, status: number, detail: string, extra = {}) =>
       ({ type, title, status, detail, ...extra }) satisfies ProblemDetails;
     const retryAfter = (seconds: number) => ({ 'Retry-After': String(seconds) });
     const cause = { cause: error };
     if (error instanceof IdempotencyKeyMissingError) {
-      const detail = keyHeader ? `This operation is idempotent and requires an ${keyHeader} header.` : error.message;
-      return new IdempotencyProblemException(problem(ProblemType.keyMissing, 'Idempotency key missing', 400, detail), {}, cause);
+      return new IdempotencyProblemException(problem(ProblemType.keyMissing, 'Idempotency key missing', 400, error.message), {}, cause);
     }
     if (error instanceof IdempotencyKeyInvalidError) {
       return new IdempotencyProblemException(problem(ProblemType.keyInvalid, 'Idempotency key invalid', 400, error.message), {}, cause);
@@ -220,6 +256,16 @@ export class IdempotencyProblemException extends HttpException {
         'A request with this idempotency key was processed, but its stored response cannot be read. ' +
         'It will not be processed again.';
       return new IdempotencyProblemException(problem(ProblemType.recordUnreadable, 'Stored response unreadable', 500, detail), {}, cause);
+    }
+    if (error instanceof IdempotencyBodyUnreadableError) {
+      return new IdempotencyProblemException(problem(ProblemType.bodyUnreadable, 'Request body not readable', 500, error.message), {}, cause);
+    }
+    if (error instanceof IdempotencyScopeFailedError) {
+      return new IdempotencyProblemException(problem(ProblemType.scopeFailed, 'Idempotency scope failed', 500, error.message), {}, cause);
+    }
+    if (error instanceof IdempotencyStoreMisconfiguredError) {
+      const detail = 'The request was not processed because the idempotency store refused it in a way retrying will not fix. The operator has been told (logs).';
+      return new IdempotencyProblemException(problem(ProblemType.storeMisconfigured, 'Idempotency store misconfigured', 500, detail), {}, cause);
     }
     const throttled = error instanceof IdempotencyStoreThrottledError;
     const detail = `The request was not processed because the idempotency store is ${throttled ? 'throttling' : 'unavailable'}. Retry with the same key.`;

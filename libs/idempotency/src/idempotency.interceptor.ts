@@ -1,50 +1,53 @@
-import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor, StreamableFile } from '@nestjs/common';
-import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { defer, lastValueFrom, Observable } from 'rxjs';
-import { applicationConfigOf } from './application-config';
-import { ClassSerialization } from './class-serializer';
-import { fingerprintRequest, fingerprintValue, recordKey } from './fingerprint';
-import { REPLAYED_HEADER } from './idempotency.constants';
+import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { Observable } from 'rxjs';
+import { Answer, ClientAnswer } from './contexts/client-answer';
+import { ContextAdapter, InterceptedCall } from './contexts/context-adapter';
+import { GraphqlContextAdapter } from './contexts/graphql.context';
+import { handlerOutcome } from './contexts/handler-probe';
+import { HttpContextAdapter } from './contexts/http.context';
+import { RpcContextAdapter } from './contexts/rpc.context';
+import { recordKey } from './fingerprint';
 import {
   IdempotencyError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
-  IdempotencyProblemException,
+  IdempotencyScopeFailedError,
 } from './idempotency.errors';
-import { parseKeyHeader, validateKey } from './idempotency-key';
+import { validateKey } from './idempotency-key';
 import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
-import { StoredResponse } from './idempotency.record';
 import { IdempotencyService, ProtectedCall } from './idempotency.service';
 import { idempotentOptionsOf } from './idempotent-route.metadata';
-import { replayedException, storedException } from './stored-exception';
-import { requestVersion, routeTemplate, rpcPattern } from './route-identity';
-import { bufferedFile, replayedBody, storableBody, storedResult } from './stored-response.codec';
 
 /** The calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context). */
 const intercepted = new WeakSet<ExecutionContext>();
 
 /**
- * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`): HTTP routes keyed by
- * the `Idempotency-Key` header (or the route's `key` function), message handlers by their `key` function.
- * Over HTTP, every protocol error becomes an `application/problem+json` response.
+ * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`), whatever their execution
+ * type: the adapter for `getType()` says where the key comes from and how outcomes are stored, replayed and refused.
+ *
+ * The stored outcome is the handler's own: once the key is claimed, the call is seen through to the end of the
+ * handler's work even when the client was answered first (a timeout on either side of `@Idempotent()`, a client that
+ * went away). The lease is renewed meanwhile, duplicates get 409, and the outcome is stored when the work ends.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
-  private readonly serialization: ClassSerialization;
   private readonly logger = new Logger('Idempotency');
   /** Each handler's options (its own over its class's), worked out once. Null: not protected. */
   private readonly routes = new WeakMap<Function, IdempotentOptions | null>();
   /** Handlers already warned that their keys are shared across authenticated callers. */
   private readonly unscopedWarned = new WeakSet<Function>();
+  private readonly adapters: Record<string, ContextAdapter>;
 
   constructor(
     private readonly reflector: Reflector,
     private readonly service: IdempotencyService,
-    private readonly adapterHost: HttpAdapterHost,
-    private readonly moduleRef: ModuleRef,
+    http: HttpContextAdapter,
+    rpc: RpcContextAdapter,
+    graphql: GraphqlContextAdapter,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
-    this.serialization = new ClassSerialization(reflector, moduleRef);
+    this.adapters = { http, rpc, graphql };
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -52,10 +55,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (intercepted.has(context)) return next.handle();
     intercepted.add(context);
     const route = this.routeOptions(context);
-    if (route && context.getType() === 'http') return defer(() => this.handleHttp(context, next, route));
-    if (route && context.getType() === 'rpc') return defer(() => this.handleMessage(context, next, route));
-    if (route && context.getType<string>() === 'graphql') return defer(() => this.handleMutation(context, next, route));
-    return next.handle();
+    const adapter = route && this.adapters[context.getType<string>()];
+    if (!route || !adapter) return next.handle();
+    return this.protect({ context, route }, adapter, next);
   }
 
   private routeOptions(context: ExecutionContext): IdempotentOptions | undefined {
@@ -68,226 +70,112 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return route ?? undefined;
   }
 
-  /** `storeIf` of the route, else of the module: whether an outcome is stored and replayed. */
-  private isFinal(route: IdempotentOptions): (stored: StoredResponse, error?: unknown) => boolean {
-    const storeIf = route.storeIf ?? this.options.storeIf;
-    return (stored, error) => storeIf(stored.statusCode, error);
-  }
-
-  private async handleHttp(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
-    const http = context.switchToHttp();
-    const request = http.getRequest();
-    const response = http.getResponse();
-    try {
-      return await this.service.run({
-        describe: () => this.describeHttp(context, request, route),
-        execute: async () => {
-          const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
-          // A file is read once, to be both sent and stored.
-          return body instanceof StreamableFile ? bufferedFile(body) : body;
-        },
-        capture: (body) => this.capture(response, body, context),
-        captureError: (error) => storedException(error, { headers: this.replayableHeaders(response) }),
-        isFinal: this.isFinal(route),
-        replay: (stored) => this.replay(response, stored),
-      });
-    } catch (error) {
-      if (error instanceof IdempotencyError) throw IdempotencyProblemException.from(error, this.options.keyHeader);
-      throw error;
-    }
-  }
-
-  /**
-   * Message handlers (`@EventPattern`, `@MessagePattern`): the key comes from the message. Protocol errors reach
-   * the client as an `RpcException` carrying the same problem body as over HTTP.
-   */
-  private async handleMessage(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
-    try {
-      return await this.runMessage(context, next, route);
-    } catch (error) {
-      if (!(error instanceof IdempotencyError)) throw error;
-      // Only loaded here: an rpc context means the application has @nestjs/microservices.
-      const { RpcException } = require('@nestjs/microservices') as typeof import('@nestjs/microservices');
-      throw new RpcException(IdempotencyProblemException.from(error).problem);
-    }
-  }
-
-  private runMessage(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
-    const data = context.switchToRpc().getData();
-    return this.service.run({
-      describe: () => {
-        const key = route.key ? derivedKey(() => route.key!(data, context)) : undefined;
-        if (key === undefined) {
-          if (route.required === false) return undefined;
-          throw new IdempotencyKeyMissingError('This message handler is idempotent; its key function found no key.');
-        }
-        const pattern = rpcPattern(context);
-        const fingerprint = fingerprintValue(['RPC', pattern, data]);
-        const scope = this.scopeOf(route, context, undefined, `RPC ${pattern}`);
-        return this.service.call(recordKey(`RPC ${pattern}`, scope, key), fingerprint, route);
-      },
-      execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
-      capture: storedResult,
-      captureError: (error) => storedException(error, { rpc: true }),
-      isFinal: this.isFinal(route),
-      replay: (stored) => {
-        if (stored.exception) throw replayedException(stored);
-        return replayedBody(stored);
-      },
-    });
-  }
-
-  /**
-   * GraphQL mutations (resolvers under `@nestjs/graphql`): the key from the `Idempotency-Key` header of the GraphQL
-   * request, or from an argument (`keyFrom: { arg }`); the fingerprint from the field and its arguments; the result
-   * replayed as the resolver's return value. Protocol errors become `GraphQLError`s with `extensions.code`.
-   */
-  private async handleMutation(context: ExecutionContext, next: CallHandler, route: IdempotentOptions): Promise<unknown> {
-    const [, args, graphqlContext, info] = context.getArgs() as [unknown, Record<string, unknown>, GraphqlContext | undefined, { fieldName: string; parentType: { name: string } }];
-    const request = graphqlContext?.req;
-    try {
-      return await this.service.run({
-        describe: () => {
-          const key = this.mutationKey(route, args, request, context);
-          if (key === undefined) {
-            if (route.required === false) return undefined;
-            throw new IdempotencyKeyMissingError();
+  /** One protected call: the protocol runs on subscription and to its end, whoever stops listening meanwhile. */
+  private protect(call: InterceptedCall, adapter: ContextAdapter, next: CallHandler): Observable<unknown> {
+    return new Observable((client) => {
+      const answer = new ClientAnswer(client, () => adapter.responseState?.(call));
+      let owned = false;
+      const storeIf = call.route.storeIf ?? this.options.storeIf;
+      this.service
+        .run({
+          describe: () => this.describe(call, adapter),
+          execute: () => {
+            owned = true;
+            return this.runHandler(call, adapter, next, answer);
+          },
+          capture: (value) => adapter.capture(value, call, answer.state()),
+          captureError: (error) => adapter.captureError(error, call, answer.state()),
+          isFinal: (stored, error) => storeIf(stored.statusCode, error),
+          replay: (stored) => adapter.replay(stored, call),
+        })
+        .then(
+          (value) => answer.send({ value }),
+          (error) => answer.send({ error: error instanceof IdempotencyError ? adapter.problem(error, call) : error }),
+        )
+        .finally(() => {
+          if (owned && (answer.early || adapter.clientGone?.(call))) {
+            this.logger.warn({
+              msg: 'the client was answered before the handler finished (a timeout, or it went away); the handler’s own outcome is stored and replayed',
+              operation: adapter.operation(call),
+            });
           }
-          const field = `${info.parentType.name}.${info.fieldName}`;
-          const scope = this.scopeOf(route, context, request, `GraphQL ${field}`);
-          return this.service.call(recordKey(`GraphQL ${field}`, scope, key), fingerprintValue(['GraphQL', field, args]), route);
-        },
-        execute: () => lastValueFrom(next.handle(), { defaultValue: undefined }),
-        capture: storedResult,
-        captureError: (error) => storedException(error),
-        isFinal: this.isFinal(route),
-        replay: (stored) => {
-          const response = graphqlContext?.res ?? request?.res;
-          response?.setHeader?.(REPLAYED_HEADER, 'true');
-          if (stored.exception) throw replayedException(stored);
-          return replayedBody(stored);
-        },
-      });
-    } catch (error) {
-      if (error instanceof IdempotencyError) throw graphqlError(IdempotencyProblemException.from(error, this.options.keyHeader));
-      throw error;
-    }
-  }
-
-  private mutationKey(route: IdempotentOptions, args: Record<string, unknown>, request: any, context: ExecutionContext): string | undefined {
-    if (route.keyFrom) return derivedKey(() => route.keyFrom!.arg.split('.').reduce<any>((value, name) => value?.[name], args));
-    if (route.key) return derivedKey(() => route.key!(args, context));
-    return parseKeyHeader(request?.headers?.[this.options.keyHeader.toLowerCase()]);
-  }
-
-  /** The caller's scope for a request (the route's function, else the module's), warning when keys are shared. */
-  private scopeOf(route: IdempotentOptions, context: ExecutionContext, request: any, where: string): string | undefined {
-    const scope = route.scope ?? this.options.scope;
-    if (scope === undefined && request?.user !== undefined && request?.user !== null) this.warnUnscoped(context, where);
-    return scope ? scope(context) : undefined;
-  }
-
-  /** Key, scope, route and fingerprint of an HTTP request; undefined when an optional key is absent. */
-  private describeHttp(context: ExecutionContext, request: any, route: IdempotentOptions): ProtectedCall | undefined {
-    const key = this.readKey(request, context, route);
-    if (key === undefined) {
-      if (route.required === false) return undefined;
-      throw new IdempotencyKeyMissingError();
-    }
-    const method = String(this.adapterHost.httpAdapter.getRequestMethod(request)).toUpperCase();
-    const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
-    const template = version === undefined ? routeTemplate(context) : `${routeTemplate(context)} version=${version}`;
-    const scope = this.scopeOf(route, context, request, `${method} ${template}`);
-    const fingerprint = fingerprintRequest({
-      method,
-      route: template,
-      params: request.params,
-      query: request.query,
-      body: request.body,
+        });
+      return () => answer.abandon();
     });
-    return this.service.call(recordKey(`${method} ${template}`, scope, key), fingerprint, route);
   }
 
-  private warnUnscoped(context: ExecutionContext, route: string): void {
+  /**
+   * Runs what is below this interceptor and resolves with the handler's outcome. When an interceptor inside
+   * `@Idempotent()` answers while the handler still runs (a timeout), the client gets that answer at once, and the
+   * outcome is still the handler's own, awaited to its end.
+   */
+  private runHandler(call: InterceptedCall, adapter: ContextAdapter, next: CallHandler, answer: ClientAnswer): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => {
+      let last: unknown;
+      const settle = (outcome: Answer) => {
+        const handler = handlerOutcome(call.context);
+        if (handler && !handler.settled) {
+          answer.sendEarly(outcome);
+          handler.result.then(resolve, reject);
+        } else if ('error' in outcome) reject(outcome.error);
+        else resolve(outcome.value);
+      };
+      next.handle().subscribe({
+        next: (value) => (last = value),
+        error: (error) => settle({ error }),
+        complete: () => settle({ value: last }),
+      });
+    })
+      .then((value) => adapter.readResult?.(value) ?? value)
+      .finally(() => (answer.handlerSettled = true));
+  }
+
+  /** Key, scope and fingerprint of a call; undefined when an optional key is absent. */
+  private async describe(call: InterceptedCall, adapter: ContextAdapter): Promise<ProtectedCall | undefined> {
+    const key = this.keyOf(call, adapter);
+    if (key === undefined) {
+      if (call.route.required === false) return undefined;
+      throw new IdempotencyKeyMissingError(adapter.missingKey(call));
+    }
+    const operation = adapter.operation(call);
+    const scope = this.scopeOf(call, adapter, operation);
+    return this.service.call(recordKey(operation, scope, key), await adapter.fingerprint(call), call.route);
+  }
+
+  /** The caller's key, validated. A key function that throws is an invalid key (400), logged, never a raw error. */
+  private keyOf(call: InterceptedCall, adapter: ContextAdapter): string | undefined {
+    let key: unknown;
+    try {
+      key = adapter.key(call);
+    } catch (error) {
+      if (error instanceof IdempotencyError) throw error;
+      this.logger.warn({ msg: 'the key function threw; answering 400 key-invalid', operation: adapter.operation(call), error: String(error) });
+      throw new IdempotencyKeyInvalidError('it could not be derived from the request');
+    }
+    return validateKey(key);
+  }
+
+  /** The caller's scope (the route's function, else the module's), warning when authenticated callers share keys. */
+  private scopeOf(call: InterceptedCall, adapter: ContextAdapter, operation: string): string | undefined {
+    const scope = call.route.scope ?? this.options.scope;
+    const request = adapter.request(call) as { user?: unknown } | undefined;
+    if (scope === undefined && request?.user !== undefined && request?.user !== null) this.warnUnscoped(call, operation);
+    if (!scope) return undefined;
+    try {
+      return scope(call.context, request);
+    } catch (error) {
+      this.logger.error({ msg: 'the scope function threw; answering 500 scope-failed, the handler does not run', operation, error: String(error) });
+      throw new IdempotencyScopeFailedError(operation);
+    }
+  }
+
+  private warnUnscoped({ context }: InterceptedCall, operation: string): void {
     if (this.unscopedWarned.has(context.getHandler())) return;
     this.unscopedWarned.add(context.getHandler());
     this.logger.warn(
-      `${route}: requests carry an authenticated user (req.user) but no scope is configured, so every caller shares one ` +
+      `${operation}: requests carry an authenticated user (req.user) but no scope is configured, so every caller shares one ` +
         "key space and a user who sends another user's key gets that user's response. Set scope, e.g. " +
-        '(context) => context.switchToHttp().getRequest().user.id, or scope: false when keys are unique by construction.',
+        '(context, request) => request?.user?.id, or scope: false when keys are unique by construction.',
     );
   }
-
-  private readKey(request: any, context: ExecutionContext, route: IdempotentOptions): string | undefined {
-    if (!route.key) return parseKeyHeader(request.headers?.[this.options.keyHeader.toLowerCase()]);
-    return derivedKey(() => route.key!(request, context));
-  }
-
-  /** The response as the client received it: status, allow-listed headers and the body as the platform sends it. */
-  private capture(response: unknown, body: unknown, context: ExecutionContext): StoredResponse {
-    let stored: Omit<StoredResponse, 'statusCode' | 'headers'>;
-    try {
-      stored = storableBody(this.serialization.asSent(body, context));
-    } catch {
-      stored = { bodyOmitted: true }; // the serializer threw: the client got an error from it, the work is done
-    }
-    return { statusCode: (response as { statusCode: number }).statusCode, headers: this.replayableHeaders(response), ...stored };
-  }
-
-  /** The allow-listed headers the response carries so far. */
-  private replayableHeaders(response: unknown): Record<string, string> {
-    const adapter = this.adapterHost.httpAdapter;
-    const headers: Record<string, string> = {};
-    for (const name of this.options.replayHeaders) {
-      const value = adapter.getHeader(response, name);
-      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
-    }
-    return headers;
-  }
-
-  /**
-   * A duplicate gets the stored status, headers and body, marked `Idempotent-Replayed: true`. A stored error is thrown
-   * again, so the app's exception filters answer it exactly as they answered the first request.
-   */
-  private replay(response: unknown, stored: StoredResponse): unknown {
-    const adapter = this.adapterHost.httpAdapter;
-    for (const [name, value] of Object.entries(stored.headers)) adapter.setHeader(response, name, value);
-    adapter.setHeader(response, REPLAYED_HEADER, 'true');
-    if (stored.exception) throw replayedException(stored);
-    adapter.status(response, stored.statusCode);
-    return replayedBody(stored);
-  }
-}
-
-/** What the GraphQL context holds for an HTTP transport: the request (and, on Express, the response). */
-interface GraphqlContext {
-  req?: any;
-  res?: { setHeader?(name: string, value: string): void };
-}
-
-/**
- * A problem as a GraphQL error: `extensions.code` is `IDEMPOTENCY_` and the problem's name (`IDEMPOTENCY_IN_FLIGHT`),
- * next to the problem's `type`, `status` and, for a 409 in flight, `retryAfter` seconds. `graphql` is loaded only
- * here: a GraphQL context means the application has it.
- */
-function graphqlError(problem: IdempotencyProblemException): Error {
-  const { GraphQLError } = require('graphql') as typeof import('graphql');
-  const { type, status, detail, title: _title, ...extra } = problem.problem;
-  const code = `IDEMPOTENCY_${type.split(':').pop()!.toUpperCase().replace(/-/g, '_')}`;
-  const retryAfter = problem.headers['Retry-After'];
-  return new GraphQLError(detail, {
-    extensions: { code, type, status, ...extra, ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}) },
-    originalError: problem,
-  });
-}
-
-/** A key from the route's `key` function: one that throws is an invalid key (400), never a raw error. */
-function derivedKey(derive: () => unknown): string | undefined {
-  let derived: unknown;
-  try {
-    derived = derive();
-  } catch {
-    throw new IdempotencyKeyInvalidError('it could not be derived from the request');
-  }
-  return validateKey(derived);
 }

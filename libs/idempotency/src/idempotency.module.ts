@@ -1,6 +1,10 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { GraphqlContextAdapter } from './contexts/graphql.context';
+import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
+import { HttpContextAdapter } from './contexts/http.context';
+import { RpcContextAdapter } from './contexts/rpc.context';
 import { IdempotencyContext } from './idempotency-context';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
 import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
@@ -61,6 +65,10 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
     IdempotentRoutesCheck,
+    HttpContextAdapter,
+    RpcContextAdapter,
+    GraphqlContextAdapter,
+    HandlerProbeInstaller,
   ],
   exports: [
     IDEMPOTENCY_MODULE_OPTIONS,
@@ -74,6 +82,9 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
     IdempotencyExceptionFilter,
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
+    HttpContextAdapter,
+    RpcContextAdapter,
+    GraphqlContextAdapter,
   ],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

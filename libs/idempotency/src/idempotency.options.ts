@@ -84,8 +84,12 @@ export interface IdempotencyModuleOptions {
   replayCache?: { enabled?: boolean; maxEntries?: number };
 }
 
-/** How keys are scoped to callers: a function of the request, or `false` for keys unique by construction. */
-export type Scope = ((context: ExecutionContext) => string | undefined) | false;
+/**
+ * How keys are scoped to callers: a function of the call, or `false` for keys unique by construction. `request` is the
+ * HTTP request behind the call (an HTTP route, or a GraphQL operation over HTTP; undefined for message handlers), so
+ * `(context, request) => request?.user?.id` works on every kind of route.
+ */
+export type Scope = ((context: ExecutionContext, request?: any) => string | undefined) | false;
 
 /** Per-route options of `@Idempotent()`. */
 export interface IdempotentOptions {

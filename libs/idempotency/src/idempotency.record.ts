@@ -4,7 +4,8 @@ export type IdempotencyStatus = 'PENDING' | 'COMPLETED' | 'FAILED';
 /** What a replay needs: the first response's status, allow-listed headers and body. */
 export interface StoredResponse {
   statusCode: number;
-  headers: Record<string, string>;
+  /** Allow-listed headers; a header sent more than once keeps its separate values. */
+  headers: Record<string, string | string[]>;
   /** The JSON value the handler returned; absent when it returned `undefined`. */
   body?: unknown;
   /** A binary body (Buffer, typed array, ArrayBuffer, a `StreamableFile`'s bytes), base64-encoded. */

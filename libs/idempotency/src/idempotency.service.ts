@@ -75,7 +75,7 @@ export interface ProtectedCall {
 /** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */
 export interface ProtectedWork<T> {
   /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
-  describe(): ProtectedCall | undefined;
+  describe(): ProtectedCall | undefined | Promise<ProtectedCall | undefined>;
   /** Runs the work once; as the key's owner, with a context bound to its claim. */
   execute(context?: IdempotencyContext): Promise<T>;
   /**
@@ -238,7 +238,7 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
   /** The protocol. Every outcome is counted in `idempotency_requests_total`. */
   async run<T>(work: ProtectedWork<T>): Promise<T> {
     try {
-      const call = work.describe();
+      const call = await work.describe();
       if (!call) return await work.execute();
       const acquired = await this.acquire(call);
       if ('replay' in acquired) {

@@ -14,6 +14,9 @@ export type RequestOutcome =
   | 'response_not_stored'
   | 'store_throttled'
   | 'store_unavailable'
+  | 'store_misconfigured'
+  | 'body_unreadable'
+  | 'scope_failed'
   | 'lease_lost'
   | 'commit_rejected'
   | 'record_unreadable';

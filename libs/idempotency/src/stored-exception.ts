@@ -11,7 +11,7 @@ import { replayedBody, storableBody } from './stored-response.codec';
  */
 export function storedException(
   error: unknown,
-  { rpc = false, headers = {} }: { rpc?: boolean; headers?: Record<string, string> } = {},
+  { rpc = false, headers = {} }: { rpc?: boolean; headers?: Record<string, string | string[]> } = {},
 ): StoredResponse | undefined {
   if (error instanceof HttpException) {
     return { statusCode: error.getStatus(), headers, exception: error.constructor.name, ...storableBody(error.getResponse()) };

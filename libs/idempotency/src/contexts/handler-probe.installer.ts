@@ -1,0 +1,56 @@
+import { Injectable } from '@nestjs/common';
+import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
+import { MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
+import { IdempotencyInterceptor } from '../idempotency.interceptor';
+import { idempotentOptionsOf } from '../idempotent-route.metadata';
+import { HandlerProbe } from './handler-probe';
+
+const probe = new HandlerProbe();
+
+/**
+ * Puts a `HandlerProbe` innermost on every protected handler that has interceptors inside `@Idempotent()`, so that
+ * the stored outcome is the handler's own even when one of them answers first (a timeout bound after the decorator).
+ * Handlers without inner interceptors need none: what the interceptor's `next.handle()` gives is the handler itself.
+ *
+ * It runs when the provider is constructed: Nest reads a route's interceptors when it registers the route, which
+ * happens in `app.init()` before any `onModuleInit` hook, but after every provider is constructed.
+ */
+@Injectable()
+export class HandlerProbeInstaller {
+  constructor(modules: ModulesContainer) {
+    const reflector = new Reflector();
+    const scanner = new MetadataScanner();
+    for (const module of modules.values()) {
+      for (const wrapper of [...module.controllers.values(), ...module.providers.values()]) {
+        const type = wrapper.metatype;
+        if (typeof type !== 'function' || wrapper.inject || !type.prototype) continue;
+        for (const name of scanner.getAllMethodNames(type.prototype)) {
+          const handler = type.prototype[name];
+          if (idempotentOptionsOf(reflector, handler, type) && hasInnerInterceptors(type, handler)) installProbe(handler);
+        }
+      }
+    }
+  }
+}
+
+const isIdempotencyInterceptor = (entry: unknown) => entry === IdempotencyInterceptor || entry instanceof IdempotencyInterceptor;
+
+/**
+ * Whether interceptors run between `IdempotencyInterceptor` and the handler: bound after it on the class or the method
+ * (the class's run first), or any at all when it is not bound there (registered globally, so outside every one).
+ */
+function hasInnerInterceptors(type: Function, handler: Function): boolean {
+  const chain: unknown[] = [
+    ...(Reflect.getMetadata(INTERCEPTORS_METADATA, type) ?? []),
+    ...(Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? []),
+  ];
+  const ours = chain.findIndex(isIdempotencyInterceptor);
+  return chain.slice(ours + 1).some((entry) => !isIdempotencyInterceptor(entry) && !(entry instanceof HandlerProbe));
+}
+
+/** Appends the probe once (a class may serve several applications in one process, as in tests). */
+function installProbe(handler: Function): void {
+  const interceptors: unknown[] = Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? [];
+  if (interceptors.at(-1) instanceof HandlerProbe) return;
+  Reflect.defineMetadata(INTERCEPTORS_METADATA, [...interceptors, probe], handler);
+}

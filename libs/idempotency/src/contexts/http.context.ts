@@ -1,0 +1,137 @@
+import { Inject, Injectable, StreamableFile } from '@nestjs/common';
+import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
+import { applicationConfigOf } from '../application-config';
+import { ClassSerialization } from '../class-serializer';
+import { REPLAYED_HEADER } from '../idempotency.constants';
+import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
+import { parseKeyHeader } from '../idempotency-key';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
+import { StoredResponse } from '../idempotency.record';
+import { requestVersion, routeTemplate } from '../route-identity';
+import { replayedException, storedException } from '../stored-exception';
+import { bufferedFile, replayedBody, storableBody } from '../stored-response.codec';
+import { ContextAdapter, InterceptedCall, ResponseState } from './context-adapter';
+import { requestFingerprint } from './http-request';
+
+/** Methods that are safe by HTTP semantics: `@Idempotent()` on them is almost always a mistake. */
+export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * HTTP routes (Express and Fastify, through Nest's `HttpAdapterHost`): the key from the `Idempotency-Key` header or the
+ * route's `key` function, the fingerprint over method, route, parameters, query, body and uploaded files, the outcome
+ * as status, allow-listed headers and body, errors as `application/problem+json`.
+ */
+@Injectable()
+export class HttpContextAdapter implements ContextAdapter {
+  private readonly serialization: ClassSerialization;
+
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    private readonly moduleRef: ModuleRef,
+    reflector: Reflector,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {
+    this.serialization = new ClassSerialization(reflector, moduleRef);
+  }
+
+  operation(call: InterceptedCall): string {
+    const { method, route } = this.identity(call);
+    return `${method} ${route}`;
+  }
+
+  key({ context, route }: InterceptedCall): unknown {
+    const request = context.switchToHttp().getRequest();
+    if (route.key) return route.key(request, context);
+    return parseKeyHeader(request.headers?.[this.options.keyHeader.toLowerCase()]);
+  }
+
+  missingKey({ context }: InterceptedCall): string {
+    const detail = `This operation is idempotent and requires an ${this.options.keyHeader} header.`;
+    const method = this.method(context.switchToHttp().getRequest());
+    if (!SAFE_METHODS.has(method)) return detail;
+    return `${detail} (A ${method} is safe to repeat by HTTP semantics; this route asks for a key because it is @Idempotent().)`;
+  }
+
+  request({ context }: InterceptedCall): unknown {
+    return context.switchToHttp().getRequest();
+  }
+
+  fingerprint(call: InterceptedCall): Promise<string> {
+    const { method, route } = this.identity(call);
+    return requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
+  }
+
+  responseState({ context }: InterceptedCall): ResponseState {
+    const response = context.switchToHttp().getResponse();
+    return { statusCode: (response as { statusCode: number }).statusCode, headers: this.replayableHeaders(response) };
+  }
+
+  clientGone({ context }: InterceptedCall): boolean {
+    const http = context.switchToHttp();
+    const request = http.getRequest();
+    const response = http.getResponse();
+    const raw = response.raw ?? response;
+    return Boolean((request.raw ?? request).socket?.destroyed) && !raw.writableFinished;
+  }
+
+  /** A file is read once, to be both sent and stored. */
+  readResult(value: unknown): Promise<unknown> | unknown {
+    return value instanceof StreamableFile ? bufferedFile(value) : value;
+  }
+
+  /** The body as the client receives it, with the status and headers the handler left on the response. */
+  capture(value: unknown, { context }: InterceptedCall, state: ResponseState): StoredResponse {
+    let stored: Omit<StoredResponse, 'statusCode' | 'headers'>;
+    try {
+      stored = storableBody(this.serialization.asSent(value, context));
+    } catch {
+      stored = { bodyOmitted: true }; // the serializer threw: the client got an error from it, the work is done
+    }
+    return { statusCode: state.statusCode, headers: state.headers, ...stored };
+  }
+
+  captureError(error: unknown, _call: InterceptedCall, state: ResponseState): StoredResponse | undefined {
+    return storedException(error, { headers: state.headers });
+  }
+
+  /**
+   * A duplicate gets the stored status, headers and body, marked `Idempotent-Replayed: true`. A stored error is thrown
+   * again, so the app's exception filters answer it exactly as they answered the first request.
+   */
+  replay(stored: StoredResponse, { context }: InterceptedCall): unknown {
+    const adapter = this.adapterHost.httpAdapter;
+    const response = context.switchToHttp().getResponse();
+    for (const [name, value] of Object.entries(stored.headers)) adapter.setHeader(response, name, value as string);
+    adapter.setHeader(response, REPLAYED_HEADER, 'true');
+    if (stored.exception) throw replayedException(stored);
+    adapter.status(response, stored.statusCode);
+    return replayedBody(stored);
+  }
+
+  problem(error: IdempotencyError): Error {
+    return IdempotencyProblemException.from(error);
+  }
+
+  /** The method and the route template (with the API version that served the request, if versioned). */
+  private identity({ context }: InterceptedCall): { method: string; route: string } {
+    const request = context.switchToHttp().getRequest();
+    const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
+    const template = routeTemplate(context);
+    return { method: this.method(request), route: version === undefined ? template : `${template} version=${version}` };
+  }
+
+  private method(request: unknown): string {
+    return String(this.adapterHost.httpAdapter.getRequestMethod(request)).toUpperCase();
+  }
+
+  /** The allow-listed headers the response carries so far; a header set more than once keeps its separate values. */
+  private replayableHeaders(response: unknown): Record<string, string | string[]> {
+    const adapter = this.adapterHost.httpAdapter;
+    const headers: Record<string, string | string[]> = {};
+    for (const name of this.options.replayHeaders) {
+      const value = adapter.getHeader(response, name);
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.map(String) : String(value);
+    }
+    return headers;
+  }
+}

@@ -1,0 +1,55 @@
+import { Injectable } from '@nestjs/common';
+import { fingerprintValue } from '../fingerprint';
+import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
+import { StoredResponse } from '../idempotency.record';
+import { rpcPattern } from '../route-identity';
+import { replayedException, storedException } from '../stored-exception';
+import { replayedBody, storedResult } from '../stored-response.codec';
+import { ContextAdapter, InterceptedCall } from './context-adapter';
+
+/**
+ * Message handlers (`@EventPattern`, `@MessagePattern`): the key from the route's `key` function of the message, the
+ * fingerprint over the pattern and the message. Protocol errors reach the client as an `RpcException` carrying the
+ * same problem body as over HTTP.
+ */
+@Injectable()
+export class RpcContextAdapter implements ContextAdapter {
+  operation({ context }: InterceptedCall): string {
+    return `RPC ${rpcPattern(context)}`;
+  }
+
+  key({ context, route }: InterceptedCall): unknown {
+    return route.key?.(context.switchToRpc().getData(), context);
+  }
+
+  missingKey(): string {
+    return 'This message handler is idempotent; its key function found no key.';
+  }
+
+  request(): undefined {
+    return undefined;
+  }
+
+  async fingerprint({ context }: InterceptedCall): Promise<string> {
+    return fingerprintValue(['RPC', rpcPattern(context), context.switchToRpc().getData()]);
+  }
+
+  capture(value: unknown): StoredResponse {
+    return storedResult(value);
+  }
+
+  captureError(error: unknown): StoredResponse | undefined {
+    return storedException(error, { rpc: true });
+  }
+
+  replay(stored: StoredResponse): unknown {
+    if (stored.exception) throw replayedException(stored);
+    return replayedBody(stored);
+  }
+
+  problem(error: IdempotencyError): Error {
+    // Only loaded here: an rpc context means the application has @nestjs/microservices.
+    const { RpcException } = require('@nestjs/microservices') as typeof import('@nestjs/microservices');
+    return new RpcException(IdempotencyProblemException.from(error).problem);
+  }
+}
