@@ -25,13 +25,14 @@ export interface TestApp {
 export async function startApp(
   platform: Platform,
   metadata: ModuleMetadata,
-  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: FakeClock } = {},
+  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: FakeClock; rawBody?: boolean } = {},
 ): Promise<TestApp> {
   const { configure = () => undefined, realTime = false } = options;
   const clock = options.clock ?? (realTime ? new WallClock() : new FakeClock());
   const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
     logger: false,
+    rawBody: options.rawBody,
   });
   configure(app);
   await app.listen(0, '127.0.0.1');

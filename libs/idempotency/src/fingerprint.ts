@@ -10,12 +10,18 @@ export interface FingerprintInput {
   params?: unknown;
   query?: unknown;
   body?: unknown;
+  /** Uploaded files kept beside the body (multer's `req.file` / `req.files`), as digests. */
+  files?: unknown;
 }
 
-/** SHA-256 (hex) of the canonical request: same method, route, parameters and JSON body ⇒ same fingerprint. */
-export function fingerprintRequest({ method, route, params, query, body }: FingerprintInput): string {
-  const canonical = canonicalJson([method.toUpperCase(), route, params ?? null, query ?? null, body ?? null]);
-  return sha256(canonical);
+/**
+ * SHA-256 (hex) of the canonical request: same method, route, parameters, JSON body and files ⇒ same fingerprint. A
+ * request without files hashes exactly as before files were fingerprinted, so stored records stay comparable.
+ */
+export function fingerprintRequest({ method, route, params, query, body, files }: FingerprintInput): string {
+  const parts = [method.toUpperCase(), route, params ?? null, query ?? null, body ?? null];
+  if (files !== undefined) parts.push(files);
+  return sha256(canonicalJson(parts));
 }
 
 /**

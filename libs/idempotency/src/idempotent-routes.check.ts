@@ -1,8 +1,9 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
 import { METHOD_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, SSE_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { interceptorsInside } from './contexts/handler-probe.installer';
 import { validateCallSettings } from './idempotency.options';
 import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from './idempotent-route.metadata';
 
@@ -17,6 +18,8 @@ const WEBSOCKET_MESSAGE_METADATA = 'message';
  */
 @Injectable()
 export class IdempotentRoutesCheck implements OnModuleInit {
+  private readonly logger = new Logger('Idempotency');
+
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
@@ -45,7 +48,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const options = idempotentOptionsOf(this.reflector, handler, type);
       if (!options) return [];
       const where = `${type.name}.${name}`;
-      const problem = isController ? this.handlerProblem(prototype, name, handler) : providerProblem(handler);
+      const problem = isController ? this.handlerProblem(prototype, name, handler, wrapper) : providerProblem(handler);
       if (problem) return [`${where}: ${problem}`];
       try {
         validateCallSettings(options, where);
@@ -59,10 +62,25 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     });
   }
 
-  private handlerProblem(prototype: object, name: string, handler: object): string | undefined {
+  private handlerProblem(prototype: object, name: string, handler: Function, wrapper: InstanceWrapper): string | undefined {
     if (Reflect.hasMetadata(MESSAGE_PATTERN_METADATA, handler)) return undefined;
     if (!Reflect.hasMetadata(METHOD_METADATA, handler)) {
       return 'not a route or message handler, so nothing would call it through the idempotency interceptor';
+    }
+    const method = Reflect.getMetadata(METHOD_METADATA, handler);
+    if (SAFE_METHODS.has(method)) {
+      this.logger.warn(
+        `${prototype.constructor.name}.${name}: @Idempotent() on a ${RequestMethod[method]} route. ${RequestMethod[method]} is safe to ` +
+          'repeat by HTTP semantics; the decorator makes every such request need a key and replays a stale answer for ' +
+          'the whole ttlSeconds. Remove it unless this route really changes something.',
+      );
+    }
+    if (interceptorsInside(prototype.constructor, handler).some((entry) => isUploadInterceptor(entry, wrapper))) {
+      return (
+        'an upload interceptor (FileInterceptor, FilesInterceptor, …) is bound inside @Idempotent(), so the files and ' +
+        'fields would be read after the fingerprint is taken. Bind it before: write @Idempotent() above ' +
+        '@UseInterceptors(FileInterceptor(…)), or put the upload interceptor on the controller'
+      );
     }
     if (Reflect.getMetadata(SSE_METADATA, handler)) {
       return '@Sse() routes stream events and cannot be replayed; remove @Idempotent() from it';
@@ -78,6 +96,18 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     }
     return undefined;
   }
+}
+
+/** GET, HEAD and OPTIONS, as `@Get()`, `@Head()` and `@Options()` write them. */
+const SAFE_METHODS = new Set<unknown>([RequestMethod.GET, RequestMethod.HEAD, RequestMethod.OPTIONS]);
+
+/**
+ * Whether an interceptor reads multipart uploads: the `FileInterceptor` family of `@nestjs/platform-express` keeps a
+ * multer instance (`this.multer`), found on the instance Nest made for the controller's module.
+ */
+function isUploadInterceptor(entry: unknown, wrapper: InstanceWrapper): boolean {
+  const instance = typeof entry === 'function' ? wrapper.host?.injectables.get(entry as Function)?.instance : entry;
+  return typeof (instance as { multer?: { single?: unknown } } | undefined)?.multer?.single === 'function';
 }
 
 function providerProblem(handler: object): string | undefined {

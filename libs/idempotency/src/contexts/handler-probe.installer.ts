@@ -26,7 +26,7 @@ export class HandlerProbeInstaller {
         if (typeof type !== 'function' || wrapper.inject || !type.prototype) continue;
         for (const name of scanner.getAllMethodNames(type.prototype)) {
           const handler = type.prototype[name];
-          if (idempotentOptionsOf(reflector, handler, type) && hasInnerInterceptors(type, handler)) installProbe(handler);
+          if (idempotentOptionsOf(reflector, handler, type) && interceptorsInside(type, handler).length > 0) installProbe(handler);
         }
       }
     }
@@ -36,16 +36,17 @@ export class HandlerProbeInstaller {
 const isIdempotencyInterceptor = (entry: unknown) => entry === IdempotencyInterceptor || entry instanceof IdempotencyInterceptor;
 
 /**
- * Whether interceptors run between `IdempotencyInterceptor` and the handler: bound after it on the class or the method
- * (the class's run first), or any at all when it is not bound there (registered globally, so outside every one).
+ * The interceptors that run between `IdempotencyInterceptor` and the handler, as bound (classes or instances): those
+ * after it on the class or the method (the class's run first), or all of them when it is not bound there (registered
+ * globally, so outside every one).
  */
-function hasInnerInterceptors(type: Function, handler: Function): boolean {
+export function interceptorsInside(type: Function, handler: Function): unknown[] {
   const chain: unknown[] = [
     ...(Reflect.getMetadata(INTERCEPTORS_METADATA, type) ?? []),
     ...(Reflect.getMetadata(INTERCEPTORS_METADATA, handler) ?? []),
   ];
   const ours = chain.findIndex(isIdempotencyInterceptor);
-  return chain.slice(ours + 1).some((entry) => !isIdempotencyInterceptor(entry) && !(entry instanceof HandlerProbe));
+  return chain.slice(ours + 1).filter((entry) => !isIdempotencyInterceptor(entry) && !(entry instanceof HandlerProbe));
 }
 
 /** Appends the probe once (a class may serve several applications in one process, as in tests). */

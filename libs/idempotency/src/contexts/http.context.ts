@@ -1,9 +1,9 @@
-import { Inject, Injectable, StreamableFile } from '@nestjs/common';
+import { Inject, Injectable, Logger, StreamableFile } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { applicationConfigOf } from '../application-config';
 import { ClassSerialization } from '../class-serializer';
 import { REPLAYED_HEADER } from '../idempotency.constants';
-import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
+import { IdempotencyBodyUnreadableError, IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
 import { parseKeyHeader } from '../idempotency-key';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
 import { StoredResponse } from '../idempotency.record';
@@ -23,6 +23,7 @@ export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  */
 @Injectable()
 export class HttpContextAdapter implements ContextAdapter {
+  private readonly logger = new Logger('Idempotency');
   private readonly serialization: ClassSerialization;
 
   constructor(
@@ -56,9 +57,16 @@ export class HttpContextAdapter implements ContextAdapter {
     return context.switchToHttp().getRequest();
   }
 
-  fingerprint(call: InterceptedCall): Promise<string> {
+  async fingerprint(call: InterceptedCall): Promise<string> {
     const { method, route } = this.identity(call);
-    return requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
+    try {
+      return await requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
+    } catch (error) {
+      if (error instanceof IdempotencyBodyUnreadableError) {
+        this.logger.error({ msg: 'answering 500 body-unreadable: the body could not be fingerprinted', operation: `${method} ${route}`, reason: error.message });
+      }
+      throw error;
+    }
   }
 
   responseState({ context }: InterceptedCall): ResponseState {
