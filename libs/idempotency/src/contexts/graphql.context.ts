@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import type { GraphQLResolveInfo } from 'graphql';
 import { fingerprintValue } from '../fingerprint';
 import { REPLAYED_HEADER } from '../idempotency.constants';
 import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
@@ -8,9 +9,10 @@ import { StoredResponse } from '../idempotency.record';
 import { replayedException, storedException } from '../stored-exception';
 import { replayedBody, storedResult } from '../stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
+import { replayableOutput, storableOutput } from './graphql-output';
 
 /** A resolver's arguments: `(root, args, context, info)`. */
-type ResolverArgs = [unknown, Record<string, unknown>, GraphqlContext | undefined, { fieldName: string; parentType: { name: string } }];
+type ResolverArgs = [unknown, Record<string, unknown>, GraphqlContext | undefined, GraphQLResolveInfo];
 
 /**
  * What the GraphQL context holds for an HTTP transport: the request (`req`; `request` under Apollo on Fastify), and
@@ -62,8 +64,9 @@ export class GraphqlContextAdapter implements ContextAdapter {
     return fingerprintValue(['GraphQL', field(resolverArgs), resolverArgs[1]]);
   }
 
-  capture(value: unknown): StoredResponse {
-    return storedResult(value);
+  /** The result read against the field's type, so that a replay is the same GraphQL answer (see graphql-output). */
+  capture(value: unknown, { context }: InterceptedCall): StoredResponse {
+    return storedResult(storableOutput(value, (context.getArgs() as ResolverArgs)[3]));
   }
 
   captureError(error: unknown): StoredResponse | undefined {
@@ -77,7 +80,7 @@ export class GraphqlContextAdapter implements ContextAdapter {
     if (response?.setHeader) response.setHeader(REPLAYED_HEADER, 'true');
     else graphqlContext?.reply?.header?.(REPLAYED_HEADER, 'true');
     if (stored.exception) throw replayedException(stored);
-    return replayedBody(stored);
+    return replayableOutput(replayedBody(stored), (call.context.getArgs() as ResolverArgs)[3]);
   }
 
   problem(error: IdempotencyError): Error {
