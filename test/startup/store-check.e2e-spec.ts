@@ -1,6 +1,6 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Controller, Logger, Post } from '@nestjs/common';
-import { ensureIdempotencyTable, Idempotent, IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
+import { ensureIdempotencyTable, Idempotent, IdempotencyModule, IdempotencyModuleOptions, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 
@@ -73,7 +73,7 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
     );
   });
 
-  it('with failOnStartup: false starts anyway, answers 503 while the table is missing, and works once it exists', async () => {
+  it('with failOnStartup: false starts anyway, answers 500 store-misconfigured while the table is missing, and works once it exists', async () => {
     const tableName = uniqueTableName('later');
     const client: DynamoDBClient = localClient(dynamo.endpoint);
     const errors = jest.spyOn(Logger.prototype, 'error');
@@ -88,8 +88,9 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
         expect.objectContaining({ msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)', error: expect.stringContaining(tableName) }),
       ]);
       const before = await post(`${app.url}/charges`, { amount: 1 }, { 'Idempotency-Key': 'k1' });
-      expect(before.status).toBe(503);
+      expect(before.status).toBe(500);
       expect(before.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(before.text).type).toBe(ProblemType.storeMisconfigured);
       await ensureIdempotencyTable(client, tableName, { log: () => undefined, warn: () => undefined });
       const after = await post(`${app.url}/charges`, { amount: 1 }, { 'Idempotency-Key': 'k1' });
       expect(after.status).toBe(201);

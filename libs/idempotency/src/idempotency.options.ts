@@ -23,12 +23,12 @@ import { EncryptionOptions, ResponseSealer } from './response-sealing';
 export type StoreIf = (status: number, error?: unknown) => boolean;
 
 /** Statuses a client is expected to fix and retry with the same key: never final by default. */
-const RETRYABLE_CLIENT_STATUSES = new Set([400, 408, 409, 422, 429]);
+const RETRYABLE_CLIENT_STATUSES = new Set([400, 401, 407, 408, 409, 422, 429]);
 
 /**
  * The default `storeIf`, as Stripe and the IETF draft behave: every 2xx and 3xx is final, and every 4xx except 400,
- * 408, 409, 422 and 429 (a malformed or rejected request, a timeout, a conflict, a rate limit: the caller's to fix and
- * retry); no 5xx is.
+ * 401, 407, 408, 409, 422 and 429 (a malformed or rejected request, credentials to refresh, a timeout, a conflict, a
+ * rate limit: the caller's to fix and retry); no 5xx is.
  */
 export const defaultStoreIf: StoreIf = (status) => status < 400 || (status < 500 && !RETRYABLE_CLIENT_STATUSES.has(status));
 
@@ -61,7 +61,11 @@ export interface IdempotencyModuleOptions {
    * (`req.user`) logs a warning once per route; `false` says keys are unique by construction (webhook event ids).
    */
   scope?: Scope;
-  /** Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. */
+  /**
+   * Response headers stored and replayed (case-insensitive). Default `content-type`, `location`. Headers that belong to
+   * one response (`set-cookie`, `authorization`, `www-authenticate`, `proxy-authenticate`) and hop-by-hop headers are
+   * refused at startup. A header sent more than once (`link`, `vary`) is replayed as its separate values.
+   */
   replayHeaders?: string[];
   /** Which outcomes are final (stored and replayed, errors included). Default `defaultStoreIf`. */
   storeIf?: StoreIf;
@@ -166,12 +170,45 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
       options.reconcileIntervalSeconds === undefined
         ? undefined
         : positiveSeconds('reconcileIntervalSeconds', options.reconcileIntervalSeconds, where),
-    replayHeaders: (options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((name) => name.toLowerCase()),
+    replayHeaders: replayableHeaders(options.replayHeaders ?? DEFAULT_REPLAY_HEADERS, where),
     replayCacheEntries:
       cache?.enabled === false
         ? 0
         : positiveInteger('replayCache.maxEntries', cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES, where, 'entries'),
   };
+}
+
+/**
+ * Headers a replay must never carry: credentials and challenges that belong to one response (a session cookie handed
+ * to whoever replays the key), and hop-by-hop headers that describe one connection.
+ */
+const UNREPLAYABLE_HEADERS = new Set([
+  'set-cookie',
+  'authorization',
+  'proxy-authenticate',
+  'www-authenticate',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'upgrade',
+  'te',
+  'trailer',
+]);
+
+function replayableHeaders(names: unknown, where: string): string[] {
+  if (!Array.isArray(names) || names.some((name) => typeof name !== 'string')) {
+    throw new Error(`${where}: idempotency option replayHeaders must be a list of header names, got ${JSON.stringify(names)}`);
+  }
+  const lower = names.map((name: string) => name.toLowerCase());
+  const refused = lower.find((name) => UNREPLAYABLE_HEADERS.has(name));
+  if (refused) {
+    throw new Error(
+      `${where}: replayHeaders may not include ${refused}: it belongs to one response or one connection, and a replay would ` +
+        'hand it to whoever sends the key again. Remove it from replayHeaders.',
+    );
+  }
+  return lower;
 }
 
 /** The options a route (or a call) may override that are whole seconds. */

@@ -1,4 +1,8 @@
-import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../idempotency.errors';
+import {
+  IdempotencyStoreMisconfiguredError,
+  IdempotencyStoreThrottledError,
+  IdempotencyStoreUnavailableError,
+} from '../idempotency.errors';
 
 const THROTTLING_ERRORS = new Set([
   'ProvisionedThroughputExceededException',
@@ -48,10 +52,28 @@ export function isReplicatedWriteConflict(error: unknown): boolean {
   return dynamoErrorCode(error) === 'ReplicatedWriteConflictException';
 }
 
-/** Throttling (after the SDK's own retries) and everything else are distinct outcomes; both fail closed. */
+/**
+ * Answers that retrying will not change, each with what fixes it: the store is set up or permitted wrongly, not
+ * overloaded or away.
+ */
+const MISCONFIGURATION_FIXES: Record<string, string> = {
+  AccessDeniedException: 'grant these credentials the module\'s DynamoDB actions on the table (see IAM in the docs)',
+  ResourceNotFoundException: 'create the table (npx nestjs-dynamodb-idempotency table:create), or set tableName to the one that exists',
+  ValidationException: 'DynamoDB refused the request as invalid: check the table\'s key schema with npx nestjs-dynamodb-idempotency table:check',
+  UnrecognizedClientException: 'DynamoDB does not know these credentials: check the access key and the region',
+  InvalidSignatureException: 'DynamoDB rejected the request signature: check the secret key and the region',
+  CredentialsProviderError: 'no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role',
+};
+
+/** What fixes a store error that retrying will not, or undefined for a fault that may pass (throttling, an outage). */
+export function misconfigurationFix(error: unknown): string | undefined {
+  return MISCONFIGURATION_FIXES[dynamoErrorCode(error)];
+}
+
+/** Throttling (after the SDK's own retries), misconfiguration and everything else are distinct outcomes; all fail closed. */
 export function toStoreError(operation: string, error: unknown): Error {
   const code = dynamoErrorCode(error);
-  return THROTTLING_ERRORS.has(code)
-    ? new IdempotencyStoreThrottledError(operation, code, { cause: error })
-    : new IdempotencyStoreUnavailableError(operation, code, { cause: error });
+  if (THROTTLING_ERRORS.has(code)) return new IdempotencyStoreThrottledError(operation, code, { cause: error });
+  if (MISCONFIGURATION_FIXES[code]) return new IdempotencyStoreMisconfiguredError(operation, code, { cause: error });
+  return new IdempotencyStoreUnavailableError(operation, code, { cause: error });
 }

@@ -350,7 +350,6 @@ describe('DynamoDbIdempotencyRepository store faults', () => {
 
   it.each([
     ['a 500', () => ({ statusCode: 500, type: 'InternalServerError' }), 'InternalServerError'],
-    ['a missing table', () => ({ statusCode: 400, type: 'ResourceNotFoundException' }), 'ResourceNotFoundException'],
     ['a refused connection', () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), 'ECONNREFUSED'],
   ])('reports %s as the store being unavailable', async (_, answer, code) => {
     const { repository } = clientAnswering(answer);
@@ -359,4 +358,13 @@ describe('DynamoDbIdempotencyRepository store faults', () => {
       dynamoErrorCode: code,
     });
   });
+
+  it.each(['ResourceNotFoundException', 'AccessDeniedException', 'ValidationException', 'UnrecognizedClientException', 'InvalidSignatureException'])(
+    'reports %s as the store being misconfigured, not as a fault that may pass',
+    async (type) => {
+      const { calls, repository } = clientAnswering(() => ({ statusCode: 400, type }));
+      await expect(repository.get({ key: 'k' })).rejects.toMatchObject({ name: 'IdempotencyStoreMisconfiguredError', dynamoErrorCode: type });
+      expect(calls.count).toBe(1);
+    },
+  );
 });

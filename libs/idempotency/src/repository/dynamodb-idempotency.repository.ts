@@ -26,6 +26,7 @@ import {
   isConditionalCheckFailed,
   isReplicatedWriteConflict,
   isTransactionCanceled,
+  misconfigurationFix,
   toStoreError,
 } from './dynamodb-errors';
 import {
@@ -400,7 +401,8 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         this.logger.debug({ msg: 'conditional write rejected', ...fields });
         throw error;
       }
-      this.logger.error({ msg: 'idempotency store call failed', ...fields });
+      const fix = misconfigurationFix(error);
+      this.logger.error({ msg: fix ? 'idempotency store refused the call; retrying will not help' : 'idempotency store call failed', ...fields, ...(fix ? { fix } : {}) });
       throw toStoreError(operation, error);
     } finally {
       this.telemetry.storeCall(this.tableName, operation, (performance.now() - started) / 1000, result);
