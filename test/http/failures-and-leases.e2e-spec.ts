@@ -73,7 +73,7 @@ describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s', (platfo
     const blocked = await post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
     expect(blocked.status).toBe(409);
 
-    test.clock.advanceSeconds(6); // the route's 5 s lease is over: the orphan no longer owns the key
+    test.clock.advanceSeconds(7); // the route's 5 s lease and its 1.25 s clock-skew margin are over: the orphan no longer owns the key
     const successor = post(`${test.url}/payments/parked/g`, {}, { 'Idempotency-Key': key });
     await until(() => parked(2));
     parked(2)!();

@@ -67,8 +67,8 @@ describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s', (platfo
 
     const orphan = post(`${a.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key });
     await until(() => parked(a));
-    a.clock.advanceSeconds(6); // the route's 5 s lease is over for both instances' clocks
-    b.clock.advanceSeconds(6);
+    a.clock.advanceSeconds(7); // the route's 5 s lease and its 1.25 s clock-skew margin are over for both clocks
+    b.clock.advanceSeconds(7);
     const successor = post(`${b.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key });
     await until(() => parked(b));
 

@@ -71,7 +71,7 @@ describe('spans and counters', () => {
     const runs = test.get(Runs);
     const orphan = post(`${test.url}/payments/parked/re`, {}, { 'Idempotency-Key': 'reexecuted' });
     while (!runs.gates.get('re:1')) await new Promise((resolve) => setTimeout(resolve, 5));
-    test.clock.advanceSeconds(6);
+    test.clock.advanceSeconds(7); // past the 5 s lease and its clock-skew margin
     const successor = post(`${test.url}/payments/parked/re`, {}, { 'Idempotency-Key': 'reexecuted' });
     while (!runs.gates.get('re:2')) await new Promise((resolve) => setTimeout(resolve, 5));
     runs.gates.get('re:2')!();

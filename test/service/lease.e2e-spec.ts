@@ -183,8 +183,9 @@ describe('Retry-After and the claim condition agree', () => {
 
     clock.advanceSeconds(3);
     const refused = service.execute({ operation: 'lease', key }, async () => 'retried');
-    await expect(refused).rejects.toMatchObject({ retryAfterSeconds: 3 }); // lease ends at +5: claimable at +6
-    clock.advanceSeconds(3); // exactly Retry-After later
+    // The lease ends at +5; with this caller's clock-skew margin (2 s, for its 60 s lease) it is claimable at +8.
+    await expect(refused).rejects.toMatchObject({ retryAfterSeconds: 5 });
+    clock.advanceSeconds(5); // exactly Retry-After later
     expect(await service.execute({ operation: 'lease', key }, async () => 'retried')).toBe('retried');
   });
 

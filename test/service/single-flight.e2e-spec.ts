@@ -62,7 +62,7 @@ describe('single-flight', () => {
     const first = running('k');
     await settled();
     // The first owner's lease passes (no renewal yet: its heartbeat runs on real time); a second call takes the key over.
-    clock.advanceSeconds(11);
+    clock.advanceSeconds(13); // past the 10 s lease and its 2 s clock-skew margin
     const second = running('k');
     await settled();
     expect(claims).toHaveBeenCalledTimes(2);

@@ -120,7 +120,7 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
     const orphan = post(`${test.url}/shop/orders/${id}`, { park: true }, { 'Idempotency-Key': key });
     await until(() => shop().gates.get(firstRun));
 
-    test.clock.advanceSeconds(6); // the route's 5 s lease is over
+    test.clock.advanceSeconds(7); // the route's 5 s lease and its 1.25 s clock-skew margin are over
     const successor = post(`${test.url}/shop/orders/${id}`, { park: true }, { 'Idempotency-Key': key });
     await until(() => shop().gates.get(firstRun + 1));
     shop().gates.get(firstRun + 1)!();

@@ -53,6 +53,12 @@ export interface IdempotencyModuleOptions {
   retryAfterSeconds?: number;
   /** Seconds a failed attempt is kept (it is claimable again at once). Default 300. */
   failedTtlSeconds?: number;
+  /**
+   * How far apart two processes' clocks may be, in seconds. A lease is taken over only once its end is this far in the
+   * past, so a process whose clock runs ahead never takes over a live owner. Default 2, but never more than a quarter
+   * of the lease (`pendingTtlSeconds`) unless set; an explicit value must stay below a third of every lease.
+   */
+  clockSkewSeconds?: number;
   /** Header carrying the client's key. Default `Idempotency-Key`. */
   keyHeader?: string;
   /**
@@ -138,7 +144,7 @@ export type ResolvedIdempotencyOptions = Required<
     'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds' | 'failedTtlSeconds' | 'keyHeader'
   >
 > &
-  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds'> & {
+  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds'> & {
     replayHeaders: string[];
     replayCacheEntries: number;
     failOnStartup: boolean;
@@ -153,8 +159,10 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
   const seconds = (name: SecondsOption | 'failedTtlSeconds', fallback: number) =>
     positiveSeconds(name, options[name] ?? fallback, where);
   const cache = options.replayCache;
-  validateCallSettings({ storeIf: options.storeIf }, where);
+  const clockSkewSeconds = explicitClockSkew(options.clockSkewSeconds, where);
+  validateCallSettings({ storeIf: options.storeIf, pendingTtlSeconds: options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS }, where, clockSkewSeconds);
   return {
+    clockSkewSeconds,
     tableName: options.tableName ?? DEFAULT_TABLE_NAME,
     ttlSeconds: seconds('ttlSeconds', DEFAULT_TTL_SECONDS),
     pendingTtlSeconds: seconds('pendingTtlSeconds', DEFAULT_PENDING_TTL_SECONDS),
@@ -215,13 +223,41 @@ function replayableHeaders(names: unknown, where: string): string[] {
 export type SecondsOption = 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds';
 const SECONDS_OPTIONS: SecondsOption[] = ['ttlSeconds', 'pendingTtlSeconds', 'maxLeaseSeconds', 'retryAfterSeconds'];
 
-/** Checks a route's (or a call's) overrides; `where` names the route in the error. */
+/** The default skew: 2 s, but never more than a quarter of the lease, so that short leases keep working. */
+const DEFAULT_CLOCK_SKEW_SECONDS = 2;
+
+/** The skew a call with this lease runs with: the explicit `clockSkewSeconds`, else the default for its lease. */
+export function clockSkewFor(leaseSeconds: number, explicit: number | undefined): number {
+  return explicit ?? Math.min(DEFAULT_CLOCK_SKEW_SECONDS, leaseSeconds / 4);
+}
+
+function explicitClockSkew(value: unknown, where: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new Error(`${where}: idempotency option clockSkewSeconds must be a number of seconds ≥ 0, got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * Checks a route's (or a call's) overrides; `where` names the route in the error. `clockSkewSeconds` is the module's
+ * explicit skew, checked against the lease the overrides give.
+ */
 export function validateCallSettings(
   settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown; storeIf?: unknown; keyFrom?: unknown },
   where: string,
+  clockSkewSeconds?: number,
 ): void {
   for (const name of SECONDS_OPTIONS) {
     if (settings[name] !== undefined) positiveSeconds(name, settings[name], where);
+  }
+  const lease = settings.pendingTtlSeconds as number | undefined;
+  if (clockSkewSeconds !== undefined && lease !== undefined && clockSkewSeconds >= lease / 3) {
+    throw new Error(
+      `${where}: clockSkewSeconds (${clockSkewSeconds}) must be less than a third of pendingTtlSeconds (${lease}): a live ` +
+        'owner renews its lease every third of it, so a larger skew would let another process take over a lease that is ' +
+        'still being renewed. Lower clockSkewSeconds or raise pendingTtlSeconds.',
+    );
   }
   const { waitMs, storeIf, keyFrom } = settings;
   const arg = (keyFrom as { arg?: unknown } | undefined)?.arg;

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { IdempotencyClock } from './idempotency.clock';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 
@@ -44,6 +44,8 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   async sweep({ pageSize = 100, maxPagesPerSecond = 5 }: SweepOptions = {}): Promise<SweepResult> {
     const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, ttlStale: 0 };
     const pageIntervalMs = 1000 / maxPagesPerSecond;
+    // A lease is stuck once no process could still be renewing it, whatever their clocks say (the module's lease).
+    const skew = clockSkewFor(this.options.pendingTtlSeconds, this.options.clockSkewSeconds);
     let pageStarted = performance.now();
     for await (const page of this.repository.scan({ pageSize })) {
       const now = this.clock.nowSeconds();
@@ -51,7 +53,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
         result.scanned += 1;
         if (record.expiresAt >= now) continue;
         result.ttlStale += 1;
-        if (record.status !== 'PENDING') continue;
+        if (record.status !== 'PENDING' || record.expiresAt >= now - skew) continue;
         result.stuckPending += 1;
         this.logger.warn({
           msg: 'stuck PENDING item: lease passed without completion',

@@ -67,7 +67,12 @@ export interface IdempotencyRecord {
   response?: StoredResponse;
 }
 
-/** True when a record no longer blocks a claim: a failed attempt, or past its `expiresAt`. */
-export function isClaimable(record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>, nowSeconds: number): boolean {
-  return record.status === 'FAILED' || record.expiresAt < nowSeconds;
+/**
+ * True when a record no longer blocks a claim: a failed attempt, a completed one past its retention (`expiresAt`), or a
+ * lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the margin by which this process's clock may
+ * run ahead of the owner's, so a live owner is never taken over.
+ */
+export function isClaimable(record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>, nowSeconds: number, clockSkewSeconds = 0): boolean {
+  if (record.status === 'FAILED') return true;
+  return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);
 }

@@ -25,7 +25,7 @@ import {
   IdempotencyStoreUnavailableError,
 } from './idempotency.errors';
 import { validateKey } from './idempotency-key';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
+import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
 import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
@@ -70,6 +70,8 @@ export interface ProtectedCall {
   retryAfterSeconds: number;
   ttlSeconds: number;
   waitMs: number;
+  /** How far another process's clock may run ahead (see `clockSkewSeconds`). */
+  clockSkewSeconds: number;
 }
 
 /** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */
@@ -203,7 +205,7 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
     if (typeof operation !== 'string' || operation.length === 0) {
       throw new TypeError('IdempotencyService.execute needs an operation name (e.g. { operation: \'charge-card\', key }).');
     }
-    validateCallSettings(options, `IdempotencyService.execute(${operation})`);
+    validateCallSettings(options, `IdempotencyService.execute(${operation})`, this.options.clockSkewSeconds);
     return this.run<T>({
       describe: () => {
         const key = validateKey(options.key);
@@ -218,14 +220,16 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings): ProtectedCall {
+    const leaseSeconds = settings.pendingTtlSeconds ?? this.options.pendingTtlSeconds;
     return {
       recordKey,
       fingerprint,
-      leaseSeconds: settings.pendingTtlSeconds ?? this.options.pendingTtlSeconds,
+      leaseSeconds,
       maxLeaseSeconds: settings.maxLeaseSeconds ?? this.options.maxLeaseSeconds,
       retryAfterSeconds: settings.retryAfterSeconds ?? this.options.retryAfterSeconds,
       ttlSeconds: settings.ttlSeconds ?? this.options.ttlSeconds,
       waitMs: settings.waitMs ?? 0,
+      clockSkewSeconds: clockSkewFor(leaseSeconds, this.options.clockSkewSeconds),
     };
   }
 
@@ -275,7 +279,7 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
       if (claim.claimed && !local) return { claimToken: claim.claimToken, flight };
 
       let existing: IdempotencyRecord | undefined = claim.claimed ? localOwner(call, flight, claim.claimToken) : claim.existing;
-      while (existing && !isClaimable(existing, this.clock.nowSeconds())) {
+      while (existing && !isClaimable(existing, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
           const response = this.completedResponse(existing);
@@ -319,6 +323,7 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
         key: call.recordKey,
         fingerprint: call.fingerprint,
         leaseSeconds: call.leaseSeconds,
+        clockSkewSeconds: call.clockSkewSeconds,
       });
       span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
       return result;
@@ -491,11 +496,12 @@ export class IdempotencyService implements OnModuleInit, OnApplicationBootstrap,
 
   /**
    * `Retry-After` for a duplicate of a running call: the route's `retryAfterSeconds`, but never past the moment the
-   * owner's lease could be taken over. A claim succeeds once `expires_at < now` (whole seconds), so that moment is
-   * `expires_at + 1`.
+   * owner's lease could be taken over. A claim succeeds once `expires_at < now − clockSkewSeconds` (whole seconds), so
+   * that moment is `expires_at + clockSkewSeconds + 1`.
    */
   private retryAfter(call: ProtectedCall, owner: IdempotencyRecord): number {
-    return Math.max(1, Math.min(call.retryAfterSeconds, owner.expiresAt + 1 - this.clock.nowSeconds()));
+    const takeover = Math.floor(owner.expiresAt + call.clockSkewSeconds) + 1;
+    return Math.max(1, Math.min(call.retryAfterSeconds, takeover - this.clock.nowSeconds()));
   }
 
   /**

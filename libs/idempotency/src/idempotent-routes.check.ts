@@ -1,10 +1,10 @@
-import { Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
 import { METHOD_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, SSE_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { interceptorsInside } from './contexts/handler-probe.installer';
-import { validateCallSettings } from './idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
 import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from './idempotent-route.metadata';
 
 /** Metadata keys of other Nest packages, read without importing them. */
@@ -24,6 +24,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly reflector: Reflector,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
   onModuleInit(): void {
@@ -51,7 +52,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const problem = isController ? this.handlerProblem(prototype, name, handler, wrapper) : providerProblem(handler);
       if (problem) return [`${where}: ${problem}`];
       try {
-        validateCallSettings(options, where);
+        validateCallSettings(options, where, this.options.clockSkewSeconds);
       } catch (error) {
         return [(error as Error).message];
       }

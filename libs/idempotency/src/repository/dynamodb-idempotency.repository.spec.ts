@@ -65,9 +65,14 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(sent()).toEqual(['PutItemCommand']);
     const put = send.mock.calls[0][0] as PutItemCommand;
     expect(put.input).toMatchObject({
-      ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now OR #s = :failed',
+      ConditionExpression: 'attribute_not_exists(pk) OR #s = :failed OR expires_at < :leaseCutoff OR (expires_at < :now AND #s <> :pending)',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      ExpressionAttributeValues: { ':now': { N: String(NOW) }, ':failed': { S: 'FAILED' } },
+      ExpressionAttributeValues: {
+        ':leaseCutoff': { N: String(NOW) }, // no clockSkewSeconds given: 0
+        ':now': { N: String(NOW) },
+        ':failed': { S: 'FAILED' },
+        ':pending': { S: 'PENDING' },
+      },
     });
   });
 

@@ -95,7 +95,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     this.telemetry = telemetry;
   }
 
-  async claim({ key, fingerprint, leaseSeconds }: ClaimInput): Promise<ClaimResult> {
+  async claim({ key, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
     for (let attempt = 1; ; attempt++) {
       const claimToken = randomUUID();
       const now = this.clock.nowSeconds();
@@ -113,9 +113,16 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
           new PutItemCommand({
             TableName: this.tableName,
             Item: attributeValues(item),
-            ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now OR #s = :failed',
+            // A lease (PENDING) only once its end is clockSkewSeconds in the past; a finished record once it expired.
+            ConditionExpression:
+              'attribute_not_exists(pk) OR #s = :failed OR expires_at < :leaseCutoff OR (expires_at < :now AND #s <> :pending)',
             ExpressionAttributeNames: { '#s': 'status' },
-            ExpressionAttributeValues: { ':now': { N: String(now) }, ':failed': { S: 'FAILED' } },
+            ExpressionAttributeValues: {
+              ':leaseCutoff': { N: String(now - clockSkewSeconds) },
+              ':now': { N: String(now) },
+              ':failed': { S: 'FAILED' },
+              ':pending': { S: 'PENDING' },
+            },
             ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
           }),
         );
@@ -132,7 +139,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         const existing = await this.existingAfterFailedCondition(key, error);
         // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
         if (existing?.claimToken === claimToken) return { claimed: true, claimToken };
-        const blocking = existing && !isClaimable(existing, this.clock.nowSeconds());
+        const blocking = existing && !isClaimable(existing, this.clock.nowSeconds(), clockSkewSeconds);
         // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
         if (existing && (blocking || attempt >= MAX_CLAIM_ATTEMPTS)) return { claimed: false, existing };
         if (attempt >= MAX_CLAIM_ATTEMPTS) {

@@ -7,6 +7,11 @@ export interface ClaimInput {
   fingerprint: string;
   /** How long the claim holds before another caller may take over. */
   leaseSeconds: number;
+  /**
+   * How far another process's clock may run ahead: an existing lease is taken over only once `expires_at` is more than
+   * this many seconds in the past. Default 0.
+   */
+  clockSkewSeconds?: number;
 }
 
 /** A lost race is a value, not an exception: exceptions are for store faults. */

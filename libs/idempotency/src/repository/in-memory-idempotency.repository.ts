@@ -16,38 +16,60 @@ import {
   TransitionResult,
 } from './idempotency.repository';
 
+/** Options of `InMemoryIdempotencyRepository`. */
+export interface InMemoryRepositoryOptions {
+  /** At most this many records are kept; past it, the oldest finished (COMPLETED or FAILED) record goes first. Default 100,000. */
+  maxRecords?: number;
+}
+
+/** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
+const EXPIRED_CHECKED_PER_WRITE = 2;
+
 /**
  * A process-local repository with the same semantics as the DynamoDB one, for unit tests and
  * single-process tools. Not shared between instances: do not use it to protect a real deployment.
+ *
+ * Memory stays bounded without a timer: each write evicts up to two finished records past their `expiresAt` among the
+ * oldest written (what DynamoDB's TTL does), and past `maxRecords` the oldest finished record goes. PENDING records
+ * stay until their owner (or a successor) writes them.
  */
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
-  /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
+  /**
+   * Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. In the order they were
+   * last written (every write moves a record to the end), so the first ones are the oldest.
+   */
   private readonly records = new Map<string, StoredRecord>();
+  private readonly maxRecords: number;
   /**
    * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
    * applied: there is no table to apply them to. Assert on them in unit tests.
    */
   readonly commits: { key: string; writes: CommitWrite[] }[] = [];
 
-  constructor(private readonly clock: IdempotencyClock = new SystemClock()) {
+  constructor(
+    private readonly clock: IdempotencyClock = new SystemClock(),
+    { maxRecords = 100_000 }: InMemoryRepositoryOptions = {},
+  ) {
     super();
+    if (!Number.isInteger(maxRecords) || maxRecords <= 0) {
+      throw new Error(`InMemoryIdempotencyRepository: maxRecords must be a positive whole number, got ${String(maxRecords)}`);
+    }
+    this.maxRecords = maxRecords;
   }
 
-  async claim({ key, fingerprint, leaseSeconds }: ClaimInput): Promise<ClaimResult> {
+  /** How many records are kept now. */
+  get size(): number {
+    return this.records.size;
+  }
+
+  async claim({ key, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
-    if (existing && !isClaimable(existing, now)) {
+    if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = randomUUID();
-    this.records.set(key, {
-      key,
-      status: 'PENDING',
-      expiresAt: now + leaseSeconds,
-      claimToken,
-      fingerprint,
-      pendingSince: now,
-    });
+    this.write({ key, status: 'PENDING', expiresAt: now + leaseSeconds, claimToken, fingerprint, pendingSince: now });
     return { claimed: true, claimToken };
   }
 
@@ -96,10 +118,29 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
       const updated = next(record);
-      this.records.set(key, updated);
+      this.write(updated);
       return { ok: true, expiresAt: updated.expiresAt };
     }
     return refusal(claimToken, record && readRecord(record));
+  }
+
+  /** Stores a record as the newest, then evicts what has expired among the oldest, and the oldest finished past the limit. */
+  private write(record: StoredRecord): void {
+    this.records.delete(record.key);
+    this.records.set(record.key, record);
+    const now = this.clock.nowSeconds();
+    let checked = 0;
+    for (const oldest of this.records.values()) {
+      if (oldest.status === 'PENDING') continue; // a lease ends by its owner's write or a takeover, never by eviction
+      if (checked++ >= EXPIRED_CHECKED_PER_WRITE || oldest.expiresAt >= now) break;
+      this.records.delete(oldest.key);
+    }
+    if (this.records.size <= this.maxRecords) return;
+    for (const candidate of this.records.values()) {
+      if (candidate.status === 'PENDING') continue; // a running call's lease is never dropped to make room
+      this.records.delete(candidate.key);
+      return;
+    }
   }
 }
 

@@ -1,0 +1,55 @@
+import { ManualClock } from '../testing/manual-clock';
+import { InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+
+const response = { statusCode: 200, headers: {} };
+
+async function completed(repository: InMemoryIdempotencyRepository, key: string, ttlSeconds = 60) {
+  const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 30 });
+  if (!claim.claimed) throw new Error(`${key} not claimed`);
+  await repository.complete({ key, claimToken: claim.claimToken, response, ttlSeconds });
+}
+
+describe('InMemoryIdempotencyRepository memory', () => {
+  it('evicts finished records past their expiry on later writes, oldest first, and no earlier', async () => {
+    const clock = new ManualClock();
+    const repository = new InMemoryIdempotencyRepository(clock);
+    await completed(repository, 'a', 10);
+    await completed(repository, 'b', 10);
+    clock.advanceSeconds(10);
+    await completed(repository, 'c');
+    expect(await repository.get({ key: 'a' })).toBeDefined(); // expires_at is now: not past it yet
+    clock.advanceSeconds(1);
+    await completed(repository, 'd');
+    expect(await repository.get({ key: 'a' })).toBeUndefined();
+    expect(await repository.get({ key: 'b' })).toBeUndefined();
+    expect(await repository.get({ key: 'c' })).toBeDefined();
+    expect(repository.size).toBe(2);
+  });
+
+  it('never evicts a PENDING record, even past its lease: its owner or a successor writes it', async () => {
+    const clock = new ManualClock();
+    const repository = new InMemoryIdempotencyRepository(clock);
+    await repository.claim({ key: 'running', fingerprint: 'fp', leaseSeconds: 5 });
+    clock.advanceSeconds(60);
+    await completed(repository, 'other');
+    await completed(repository, 'another');
+    expect(await repository.get({ key: 'running' })).toMatchObject({ status: 'PENDING' });
+  });
+
+  it('keeps at most maxRecords: the oldest finished record goes first, a running one never', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 3 });
+    await repository.claim({ key: 'running', fingerprint: 'fp', leaseSeconds: 60 });
+    await completed(repository, 'first');
+    await completed(repository, 'second');
+    await completed(repository, 'third');
+    expect(repository.size).toBe(3);
+    expect(await repository.get({ key: 'running' })).toMatchObject({ status: 'PENDING' });
+    expect(await repository.get({ key: 'first' })).toBeUndefined();
+    expect(await repository.get({ key: 'third' })).toBeDefined();
+  });
+
+  it('refuses a maxRecords that is not a positive whole number', () => {
+    expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(/maxRecords must be a positive whole number/);
+    expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 1.5 })).toThrow(/maxRecords/);
+  });
+});
