@@ -61,7 +61,7 @@ async function main() {
 /** Only the built library goes out: no sources, tests or demo. */
 function checkTarball(tarball) {
   const files = run('tar', ['-tzf', tarball], work).trim().split('\n').map((file) => file.replace(/^package\//, ''));
-  const required = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/cli.js'];
+  const required = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js'];
   const missing = required.filter((file) => !files.includes(file));
   const unwanted = files.filter((file) => /\.spec\.|(^|\/)(src|test|apps)\/|\.ts$/.test(file) && !file.endsWith('.d.ts'));
   if (missing.length || unwanted.length) {

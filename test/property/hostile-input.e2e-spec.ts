@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { IdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
-import { recordKey } from '../../libs/idempotency/src/fingerprint';
-import { parseKeyHeader } from '../../libs/idempotency/src/idempotency-key';
+import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { parseKeyHeader } from '../../libs/idempotency/src/keys/idempotency-key';
 import { PLATFORMS, post } from '../support/app';
 import { rawPost } from '../support/raw-http';
 import { Runs } from '../http/payments.fixture';

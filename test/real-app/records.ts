@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { recordKey } from '../../libs/idempotency/src/fingerprint';
-import { decodeStoredResponse } from '../../libs/idempotency/src/stored-response.codec';
+import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { decodeStoredResponse } from '../../libs/idempotency/src/response/stored-response.codec';
 
 /** The item of a route's key as DynamoDB holds it, its response decoded; undefined while there is none. */
 export async function readRecord(client: DynamoDBClient, tableName: string, route: string, key: string, scope?: string) {

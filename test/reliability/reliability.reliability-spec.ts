@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
-import { decodeStoredResponse } from '../../libs/idempotency/src/stored-response.codec';
+import { decodeStoredResponse } from '../../libs/idempotency/src/response/stored-response.codec';
 import { describeOnDynamoDbLocal } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { scanTable } from '../support/table';

@@ -12,7 +12,7 @@ import {
   InMemoryIdempotencyRepository,
   SystemClock,
 } from 'nestjs-dynamodb-idempotency';
-import { fingerprintValue, recordKey } from '../../libs/idempotency/src/fingerprint';
+import { fingerprintValue, recordKey } from '../../libs/idempotency/src/keys/fingerprint';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { FakeClock } from '../support/fake-clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';

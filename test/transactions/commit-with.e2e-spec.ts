@@ -8,8 +8,8 @@ import {
   InMemoryIdempotencyRepository,
   ProblemType,
 } from 'nestjs-dynamodb-idempotency';
-import { recordKey } from '../../libs/idempotency/src/fingerprint';
-import { runTableCli } from '../../libs/idempotency/src/table-cli';
+import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { runTableCli } from '../../libs/idempotency/src/cli/table-cli';
 import { post, startApp, TestApp } from '../support/app';
 import { localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';

@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import { IdempotencyModuleOptions } from './idempotency.options';
+import { IdempotencyModuleOptions } from './options/idempotency.options';
 
 export const {
   ConfigurableModuleClass: ConfigurableIdempotencyModule,

@@ -5,23 +5,23 @@ import { GraphqlContextAdapter } from './contexts/graphql.context';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
 import { HttpContextAdapter } from './contexts/http.context';
 import { RpcContextAdapter } from './contexts/rpc.context';
-import { IdempotencyContext } from './idempotency-context';
+import { IdempotencyContext } from './protocol/idempotency-context';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
-import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
-import { IdempotencyHealthIndicator } from './idempotency.health';
-import { IdempotencyInterceptor } from './idempotency.interceptor';
-import { IdempotencyReconciler } from './idempotency.reconciler';
-import { IdempotencyService } from './idempotency.service';
-import { IdempotentRoutesCheck } from './idempotent-routes.check';
-import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
+import { IdempotencyHealthIndicator } from './observability/idempotency.health';
+import { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
+import { IdempotencyReconciler } from './observability/idempotency.reconciler';
+import { IdempotencyService } from './protocol/idempotency.service';
+import { IdempotentRoutesCheck } from './startup/idempotent-routes.check';
+import { IdempotencyTelemetry } from './observability/idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import {
   IdempotencyModuleOptions,
   RESOLVED_IDEMPOTENCY_OPTIONS,
   ResolvedIdempotencyOptions,
   resolveOptions,
-} from './idempotency.options';
-import { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
+} from './options/idempotency.options';
+import { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 
 /**

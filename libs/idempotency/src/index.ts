@@ -1,24 +1,24 @@
 // The public API of nestjs-dynamodb-idempotency. Everything a user may import is named here.
 export { IdempotencyModule } from './idempotency.module';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-export { defaultStoreIf } from './idempotency.options';
-export type { IdempotencyModuleOptions, IdempotentOptions, Scope, StoreIf } from './idempotency.options';
-export type { EncryptionOptions } from './response-sealing';
-export { Idempotent } from './idempotent.decorator';
-export { IdempotentRoute } from './idempotent-route.metadata';
-export { IdempotencyService } from './idempotency.service';
-export { IdempotencyContext, MAX_COMMIT_WRITES } from './idempotency-context';
-export type { CommitWrite } from './idempotency-context';
-export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './idempotency.service';
-export { IdempotencyInterceptor } from './idempotency.interceptor';
-export { IdempotencyExceptionFilter } from './idempotency-exception.filter';
+export { defaultStoreIf } from './options/idempotency.options';
+export type { IdempotencyModuleOptions, IdempotentOptions, Scope, StoreIf } from './options/idempotency.options';
+export type { EncryptionOptions } from './response/response-sealing';
+export { Idempotent } from './decorators/idempotent.decorator';
+export { IdempotentRoute } from './decorators/idempotent-route.metadata';
+export { IdempotencyService } from './protocol/idempotency.service';
+export { IdempotencyContext, MAX_COMMIT_WRITES } from './protocol/idempotency-context';
+export type { CommitWrite } from './protocol/idempotency-context';
+export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
+export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
+export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
-export { IdempotencyTelemetry } from './idempotency.telemetry';
-export type { RequestOutcome, StoreOperation, SweepFindings } from './idempotency.telemetry';
-export { IdempotencyReconciler } from './idempotency.reconciler';
-export type { SweepOptions, SweepResult } from './idempotency.reconciler';
-export { IdempotencyHealthIndicator } from './idempotency.health';
-export type { IdempotencyHealthResult } from './idempotency.health';
+export { IdempotencyTelemetry } from './observability/idempotency.telemetry';
+export type { RequestOutcome, StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
+export { IdempotencyReconciler } from './observability/idempotency.reconciler';
+export type { SweepOptions, SweepResult } from './observability/idempotency.reconciler';
+export { IdempotencyHealthIndicator } from './observability/idempotency.health';
+export type { IdempotencyHealthResult } from './observability/idempotency.health';
 export {
   IdempotencyCommitRejectedError,
   IdempotencyError,
@@ -34,9 +34,9 @@ export {
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
   ProblemType,
-} from './idempotency.errors';
-export type { ProblemDetails, ProblemTypeUri } from './idempotency.errors';
-export type { BinaryBodyType, IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
+} from './errors/idempotency.errors';
+export type { ProblemDetails, ProblemTypeUri } from './errors/idempotency.errors';
+export type { BinaryBodyType, IdempotencyRecord, IdempotencyStatus, StoredResponse } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
 export type {
   ClaimInput,
@@ -49,11 +49,11 @@ export type {
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
-export { DynamoDbIdempotencyRepository } from './repository/dynamodb-idempotency.repository';
-export type { DynamoDbIdempotencyRepositoryOptions } from './repository/dynamodb-idempotency.repository';
+export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
+export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';
 export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
-export { checkIdempotencyTable, ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './idempotency-table';
-export type { TableCheck } from './idempotency-table';
+export { checkIdempotencyTable, ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './dynamodb/idempotency-table';
+export type { TableCheck } from './dynamodb/idempotency-table';
 export {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,

@@ -1,7 +1,7 @@
 import { ExecutionContext } from '@nestjs/common';
-import { IdempotencyError } from '../idempotency.errors';
-import { IdempotentOptions } from '../idempotency.options';
-import { StoredResponse } from '../idempotency.record';
+import { IdempotencyError } from '../errors/idempotency.errors';
+import { IdempotentOptions } from '../options/idempotency.options';
+import { StoredResponse } from '../repository/idempotency.record';
 
 /** One call of a protected handler: its execution context and the settings of its route. */
 export interface InterceptedCall {

@@ -1,13 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { GraphQLResolveInfo } from 'graphql';
-import { fingerprintValue } from '../fingerprint';
+import { fingerprintValue } from '../keys/fingerprint';
 import { REPLAYED_HEADER } from '../idempotency.constants';
-import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
-import { parseKeyHeader } from '../idempotency-key';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
-import { StoredResponse } from '../idempotency.record';
-import { replayedException, storedException } from '../stored-exception';
-import { replayedBody, storedResult } from '../stored-response.codec';
+import { IdempotencyError, IdempotencyProblemException } from '../errors/idempotency.errors';
+import { parseKeyHeader } from '../keys/idempotency-key';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { StoredResponse } from '../repository/idempotency.record';
+import { replayedException, storedException } from '../response/stored-exception';
+import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 import { replayableOutput, storableOutput } from './graphql-output';
 

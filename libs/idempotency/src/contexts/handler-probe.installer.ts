@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
 import { MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
-import { IdempotencyInterceptor } from '../idempotency.interceptor';
-import { idempotentOptionsOf } from '../idempotent-route.metadata';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { idempotentOptionsOf } from '../decorators/idempotent-route.metadata';
 import { HandlerProbe } from './handler-probe';
 
 const probe = new HandlerProbe();

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { fingerprintRequest } from '../fingerprint';
-import { IdempotencyBodyUnreadableError } from '../idempotency.errors';
+import { fingerprintRequest } from '../keys/fingerprint';
+import { IdempotencyBodyUnreadableError } from '../errors/idempotency.errors';
 
 /**
  * SHA-256 of an HTTP request as the handler can read it: method, route, path parameters, query, the parsed body and

@@ -1,15 +1,15 @@
 import { Inject, Injectable, Logger, StreamableFile } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { applicationConfigOf } from '../application-config';
-import { ClassSerialization } from '../class-serializer';
+import { applicationConfigOf } from '../nest-internals';
+import { ClassSerialization } from './class-serializer';
 import { REPLAYED_HEADER } from '../idempotency.constants';
-import { IdempotencyBodyUnreadableError, IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
-import { parseKeyHeader } from '../idempotency-key';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../idempotency.options';
-import { StoredResponse } from '../idempotency.record';
-import { requestVersion, routeTemplate } from '../route-identity';
-import { replayedException, storedException } from '../stored-exception';
-import { bufferedFile, replayedBody, storableBody } from '../stored-response.codec';
+import { IdempotencyBodyUnreadableError, IdempotencyError, IdempotencyProblemException } from '../errors/idempotency.errors';
+import { parseKeyHeader } from '../keys/idempotency-key';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { StoredResponse } from '../repository/idempotency.record';
+import { requestVersion, routeTemplate } from './route-identity';
+import { replayedException, storedException } from '../response/stored-exception';
+import { bufferedFile, replayedBody, storableBody } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall, ResponseState } from './context-adapter';
 import { requestFingerprint } from './http-request';
 

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { fingerprintValue } from '../fingerprint';
-import { IdempotencyError, IdempotencyProblemException } from '../idempotency.errors';
-import { StoredResponse } from '../idempotency.record';
-import { rpcPattern } from '../route-identity';
-import { replayedException, storedException } from '../stored-exception';
-import { replayedBody, storedResult } from '../stored-response.codec';
+import { fingerprintValue } from '../keys/fingerprint';
+import { IdempotencyError, IdempotencyProblemException } from '../errors/idempotency.errors';
+import { StoredResponse } from '../repository/idempotency.record';
+import { rpcPattern } from './route-identity';
+import { replayedException, storedException } from '../response/stored-exception';
+import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 
 /**

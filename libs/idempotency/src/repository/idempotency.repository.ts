@@ -1,5 +1,5 @@
-import type { CommitWrite } from '../idempotency-context';
-import { IdempotencyRecord, StoredResponse } from '../idempotency.record';
+import type { CommitWrite } from '../protocol/idempotency-context';
+import { IdempotencyRecord, StoredResponse } from './idempotency.record';
 
 export interface ClaimInput {
   /** The partition key (already scoped and hashed). */

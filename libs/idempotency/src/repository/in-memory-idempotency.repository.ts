@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { CommitWrite } from '../idempotency-context';
+import type { CommitWrite } from '../protocol/idempotency-context';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { IdempotencyRecord, isClaimable } from '../idempotency.record';
+import { IdempotencyRecord, isClaimable } from './idempotency.record';
 import {
   ClaimInput,
   ClaimResult,

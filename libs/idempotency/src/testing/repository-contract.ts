@@ -1,5 +1,5 @@
 import { deepStrictEqual, ok, strictEqual } from 'node:assert/strict';
-import { IdempotencyRecord, StoredResponse } from '../idempotency.record';
+import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { ManualClock } from './manual-clock';
 

@@ -1,7 +1,7 @@
 import { applyDecorators, UseFilters, UseInterceptors } from '@nestjs/common';
-import { IdempotencyExceptionFilter } from './idempotency-exception.filter';
-import { IdempotencyInterceptor } from './idempotency.interceptor';
-import { IdempotentOptions } from './idempotency.options';
+import { IdempotencyExceptionFilter } from '../contexts/idempotency-exception.filter';
+import { IdempotencyInterceptor } from '../contexts/idempotency.interceptor';
+import { IdempotentOptions } from '../options/idempotency.options';
 import { IdempotentRoute } from './idempotent-route.metadata';
 
 /**

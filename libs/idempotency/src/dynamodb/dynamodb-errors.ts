@@ -2,7 +2,7 @@ import {
   IdempotencyStoreMisconfiguredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
-} from '../idempotency.errors';
+} from '../errors/idempotency.errors';
 
 const THROTTLING_ERRORS = new Set([
   'ProvisionedThroughputExceededException',

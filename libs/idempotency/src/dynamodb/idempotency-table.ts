@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { Logger } from '@nestjs/common';
-import { dynamoErrorCode } from './repository/dynamodb-errors';
+import { dynamoErrorCode } from './dynamodb-errors';
 
 /** The table's TTL attribute. */
 export const TTL_ATTRIBUTE = 'expires_at';

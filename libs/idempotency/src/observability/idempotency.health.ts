@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { dynamoErrorCode } from './repository/dynamodb-errors';
-import { IdempotencyRepository } from './repository/idempotency.repository';
+import { dynamoErrorCode } from '../dynamodb/dynamodb-errors';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 /** A result in the shape `@nestjs/terminus` reads (`{ [key]: { status, ...details } }`). */
 export type IdempotencyHealthResult<Key extends string = string> = Record<

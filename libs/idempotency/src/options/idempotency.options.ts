@@ -11,9 +11,9 @@ import {
   DEFAULT_RETRY_AFTER_SECONDS,
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
-} from './idempotency.constants';
-import { IdempotencyRepository } from './repository/idempotency.repository';
-import { EncryptionOptions, ResponseSealer } from './response-sealing';
+} from '../idempotency.constants';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
+import { EncryptionOptions, ResponseSealer } from '../response/response-sealing';
 
 /**
  * Whether an outcome is final: stored and replayed to every retry (true), or released so that a retry runs the handler

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
-import { fingerprintValue, recordKey } from './fingerprint';
+import { fingerprintValue, recordKey } from '../keys/fingerprint';
 import {
   boundContext,
   ClaimScope,
@@ -11,7 +11,7 @@ import {
   runInClaim,
   untrackContext,
 } from './idempotency-context';
-import { IdempotencyClock } from './idempotency.clock';
+import { IdempotencyClock } from '../idempotency.clock';
 import {
   IdempotencyCommitRejectedError,
   IdempotencyError,
@@ -23,16 +23,16 @@ import {
   IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
-} from './idempotency.errors';
-import { validateKey } from './idempotency-key';
-import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
-import { IdempotencyRecord, isClaimable, StoredResponse } from './idempotency.record';
-import { IdempotencyTelemetry } from './idempotency.telemetry';
+} from '../errors/idempotency.errors';
+import { validateKey } from '../keys/idempotency-key';
+import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from '../options/idempotency.options';
+import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { ReplayCache } from './replay-cache';
-import { UnreadableRecordError } from './response-sealing';
-import { ClaimResult, CompleteResult, IdempotencyRepository } from './repository/idempotency.repository';
-import { replayedBody, storedResult } from './stored-response.codec';
+import { UnreadableRecordError } from '../response/response-sealing';
+import { ClaimResult, CompleteResult, IdempotencyRepository } from '../repository/idempotency.repository';
+import { replayedBody, storedResult } from '../response/stored-response.codec';
 
 /** Options of `IdempotencyService.execute()`. */
 export interface ExecuteOptions extends CallSettings {

@@ -1,4 +1,4 @@
-import { IdempotencyKeyInvalidError } from './idempotency.errors';
+import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 import { parseKeyHeader, validateKey } from './idempotency-key';
 
 describe('parseKeyHeader', () => {

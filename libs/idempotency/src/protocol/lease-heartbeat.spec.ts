@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { LeaseHeartbeat } from './lease-heartbeat';
-import { RenewInput, TransitionResult } from './repository/idempotency.repository';
-import { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
-import { ManualClock } from './testing/manual-clock';
+import { RenewInput, TransitionResult } from '../repository/idempotency.repository';
+import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
+import { ManualClock } from '../testing/manual-clock';
 
 /**
  * The heartbeat on Jest's fake timers (they move `setInterval` and `performance.now()` together), against the

@@ -1,6 +1,6 @@
 import * as common from '@nestjs/common';
 import { HttpException } from '@nestjs/common';
-import { StoredResponse } from './idempotency.record';
+import { StoredResponse } from '../repository/idempotency.record';
 import { replayedBody, storableBody } from './stored-response.codec';
 
 /**

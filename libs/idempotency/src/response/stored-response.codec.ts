@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { StreamableFile } from '@nestjs/common';
-import { COMPRESS_RESPONSE_ABOVE_BYTES } from './idempotency.constants';
-import { BinaryBodyType, StoredResponse } from './idempotency.record';
+import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
+import { BinaryBodyType, StoredResponse } from '../repository/idempotency.record';
 
 type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted'>;
 

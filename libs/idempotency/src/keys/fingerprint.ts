@@ -1,5 +1,5 @@
 import * as crypto from 'node:crypto';
-import { IdempotencyRequestInvalidError } from './idempotency.errors';
+import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
 /** Deeper bodies are refused (400) rather than risking the stack on hostile input. */
 const MAX_DEPTH = 64;

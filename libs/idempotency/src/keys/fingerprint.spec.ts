@@ -1,5 +1,5 @@
 import { canonicalJson, fingerprintRequest, recordKey } from './fingerprint';
-import { IdempotencyRequestInvalidError } from './idempotency.errors';
+import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
 describe('canonicalJson', () => {
   it('sorts object keys at every level and keeps array order', () => {

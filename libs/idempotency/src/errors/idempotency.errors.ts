@@ -1,6 +1,6 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { STORE_RETRY_AFTER_SECONDS } from './idempotency.constants';
-import type { RequestOutcome } from './idempotency.telemetry';
+import { STORE_RETRY_AFTER_SECONDS } from '../idempotency.constants';
+import type { RequestOutcome } from '../observability/idempotency.telemetry';
 
 /**
  * Every outcome that stops a call from running or from getting a replay, as a typed error. The HTTP layer maps

@@ -11,16 +11,16 @@ import { DynamoDBDocumentClient, ScanCommand, TransactWriteCommand, TransactWrit
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import type { CommitWrite } from '../idempotency-context';
+import type { CommitWrite } from '../protocol/idempotency-context';
 import {
   IdempotencyInFlightError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
-} from '../idempotency.errors';
+} from '../errors/idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS, MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
-import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from '../idempotency.record';
-import { IdempotencyTelemetry, StoreOperation } from '../idempotency.telemetry';
-import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../stored-response.codec';
+import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyTelemetry, StoreOperation } from '../observability/idempotency.telemetry';
+import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
 import {
   dynamoErrorCode,
   isConditionalCheckFailed,
@@ -41,7 +41,7 @@ import {
   RenewInput,
   ScanInput,
   TransitionResult,
-} from './idempotency.repository';
+} from '../repository/idempotency.repository';
 
 export interface DynamoDbIdempotencyRepositoryOptions {
   client: DynamoDBClient | DynamoDBDocumentClient;

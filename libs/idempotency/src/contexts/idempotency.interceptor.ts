@@ -1,23 +1,23 @@
 import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestInterceptor } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { Observable } from 'rxjs';
-import { Answer, ClientAnswer } from './contexts/client-answer';
-import { ContextAdapter, InterceptedCall } from './contexts/context-adapter';
-import { GraphqlContextAdapter } from './contexts/graphql.context';
-import { handlerOutcome } from './contexts/handler-probe';
-import { HttpContextAdapter } from './contexts/http.context';
-import { RpcContextAdapter } from './contexts/rpc.context';
-import { recordKey } from './fingerprint';
+import { Answer, ClientAnswer } from './client-answer';
+import { ContextAdapter, InterceptedCall } from './context-adapter';
+import { GraphqlContextAdapter } from './graphql.context';
+import { handlerOutcome } from './handler-probe';
+import { HttpContextAdapter } from './http.context';
+import { RpcContextAdapter } from './rpc.context';
+import { recordKey } from '../keys/fingerprint';
 import {
   IdempotencyError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyScopeFailedError,
-} from './idempotency.errors';
-import { validateKey } from './idempotency-key';
-import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
-import { IdempotencyService, ProtectedCall } from './idempotency.service';
-import { idempotentOptionsOf } from './idempotent-route.metadata';
+} from '../errors/idempotency.errors';
+import { validateKey } from '../keys/idempotency-key';
+import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { IdempotencyService, ProtectedCall } from '../protocol/idempotency.service';
+import { idempotentOptionsOf } from '../decorators/idempotent-route.metadata';
 
 /** The calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context). */
 const intercepted = new WeakSet<ExecutionContext>();

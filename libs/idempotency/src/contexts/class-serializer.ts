@@ -2,7 +2,7 @@ import { ClassSerializerContextOptions, ClassSerializerInterceptor, ExecutionCon
 import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
 import { CLASS_SERIALIZER_OPTIONS } from '@nestjs/common/serializer/class-serializer.constants';
 import { ModuleRef, Reflector } from '@nestjs/core';
-import { applicationConfigOf } from './application-config';
+import { applicationConfigOf } from '../nest-internals';
 
 type Serializer = ClassSerializerInterceptor;
 

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DEFAULT_TABLE_NAME } from './idempotency.constants';
-import { checkIdempotencyTable, ensureIdempotencyTable } from './idempotency-table';
+import { DEFAULT_TABLE_NAME } from '../idempotency.constants';
+import { checkIdempotencyTable, ensureIdempotencyTable } from '../dynamodb/idempotency-table';
 
 const USAGE = `Usage: nestjs-dynamodb-idempotency <table:create|table:check> [--table NAME] [--endpoint URL] [--region REGION]
 

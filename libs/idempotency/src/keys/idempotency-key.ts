@@ -1,5 +1,5 @@
-import { MAX_KEY_LENGTH } from './idempotency.constants';
-import { IdempotencyKeyInvalidError } from './idempotency.errors';
+import { MAX_KEY_LENGTH } from '../idempotency.constants';
+import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 const CONTROL_CHARACTERS = /\p{Cc}/u;
 

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { IdempotencyClock } from './idempotency.clock';
-import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from './idempotency.options';
+import { IdempotencyClock } from '../idempotency.clock';
+import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
-import { IdempotencyRepository } from './repository/idempotency.repository';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 export interface SweepOptions {
   /** Items per Scan page. Default 100. */

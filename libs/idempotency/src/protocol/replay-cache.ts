@@ -1,5 +1,5 @@
-import { StoredResponse } from './idempotency.record';
-import { storedResponseBytes } from './stored-response.codec';
+import { StoredResponse } from '../repository/idempotency.record';
+import { storedResponseBytes } from '../response/stored-response.codec';
 
 /** A COMPLETED record as far as a replay needs it. */
 export interface CachedCompletion {

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { COMPRESS_RESPONSE_ABOVE_BYTES } from './idempotency.constants';
-import { StoredResponse } from './idempotency.record';
+import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
+import { StoredResponse } from '../repository/idempotency.record';
 
 /** `encryption` of the module options: stored responses sealed with AES-256-GCM. */
 export interface EncryptionOptions {

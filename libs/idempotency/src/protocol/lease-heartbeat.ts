@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyTelemetry } from './idempotency.telemetry';
-import { IdempotencyRepository } from './repository/idempotency.repository';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 export interface HeartbeatInput {
   /** The record's partition key (route and hashed key: safe to log). */

@@ -1,7 +1,7 @@
 import { RequestMethod } from '@nestjs/common';
 import { METHOD_METADATA } from '@nestjs/common/constants';
 import { Reflector } from '@nestjs/core';
-import { IdempotentOptions } from './idempotency.options';
+import { IdempotentOptions } from '../options/idempotency.options';
 
 /** The metadata written by `@Idempotent()` on a handler or a controller class, read by `IdempotencyInterceptor`. */
 export const IdempotentRoute = Reflector.createDecorator<IdempotentOptions>({ key: 'idempotency:route' });

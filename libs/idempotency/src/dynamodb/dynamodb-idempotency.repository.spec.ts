@@ -11,8 +11,8 @@ import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynam
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { IdempotencyClock } from '../idempotency.clock';
-import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../idempotency.errors';
-import { IdempotencyTelemetry } from '../idempotency.telemetry';
+import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository';
 
 /**

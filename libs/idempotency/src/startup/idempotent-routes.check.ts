@@ -3,9 +3,9 @@ import { METHOD_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, SS
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
-import { interceptorsInside } from './contexts/handler-probe.installer';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from './idempotency.options';
-import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from './idempotent-route.metadata';
+import { interceptorsInside } from '../contexts/handler-probe.installer';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from '../options/idempotency.options';
+import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
 
 /** Metadata keys of other Nest packages, read without importing them. */
 const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
