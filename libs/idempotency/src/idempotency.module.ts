@@ -23,6 +23,8 @@ import {
 } from './options/idempotency.options';
 import { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 import { IdempotencyRepository } from './repository/idempotency.repository';
+import { CallTracking } from './protocol/call-tracking';
+import { StoreReadiness } from './startup/store-readiness';
 
 /**
  * Idempotent controller methods on DynamoDB. Global by default (`isGlobal: false` to import it per module).
@@ -59,6 +61,8 @@ import { IdempotencyRepository } from './repository/idempotency.repository';
         }),
     },
     IdempotencyContext,
+    CallTracking,
+    StoreReadiness,
     IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,

@@ -14,7 +14,7 @@ export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
 export { IdempotencyTelemetry } from './observability/idempotency.telemetry';
-export type { RequestOutcome, StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
+export type { StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
 export { IdempotencyReconciler } from './observability/idempotency.reconciler';
 export type { SweepOptions, SweepResult } from './observability/idempotency.reconciler';
 export { IdempotencyHealthIndicator } from './observability/idempotency.health';
@@ -27,15 +27,16 @@ export {
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
-  IdempotencyProblemException,
   IdempotencyRecordUnreadableError,
   IdempotencyRequestInvalidError,
   IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
-  ProblemType,
 } from './errors/idempotency.errors';
-export type { ProblemDetails, ProblemTypeUri } from './errors/idempotency.errors';
+export { IdempotencyProblemException } from './errors/problem';
+export type { ProblemDetails } from './errors/problem';
+export { ProblemType } from './errors/outcomes';
+export type { ProblemOutcome, ProblemTypeUri, RequestOutcome } from './errors/outcomes';
 export type { BinaryBodyType, IdempotencyRecord, IdempotencyStatus, StoredResponse } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
 export type {

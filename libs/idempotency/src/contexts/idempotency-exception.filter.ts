@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { IdempotencyProblemException } from '../errors/idempotency.errors';
+import { IdempotencyProblemException } from '../errors/problem';
 
 /**
  * Sends `IdempotencyProblemException` as `application/problem+json` (RFC 9457) with its headers.

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { fingerprintValue } from '../keys/fingerprint';
-import { IdempotencyError, IdempotencyProblemException } from '../errors/idempotency.errors';
+import { IdempotencyError } from '../errors/idempotency.errors';
+import { IdempotencyProblemException } from '../errors/problem';
 import { StoredResponse } from '../repository/idempotency.record';
 import { rpcPattern } from './route-identity';
 import { replayedException, storedException } from '../response/stored-exception';

@@ -1,14 +1,16 @@
-import { HttpException, HttpStatus } from '@nestjs/common';
-import { STORE_RETRY_AFTER_SECONDS } from '../idempotency.constants';
-import type { RequestOutcome } from '../observability/idempotency.telemetry';
+import type { ProblemOutcome } from './outcomes';
 
 /**
- * Every outcome that stops a call from running or from getting a replay, as a typed error. The HTTP layer maps
- * each to a problem response; programmatic and message-handler callers catch them by class.
+ * Every outcome that stops a call from running or from getting a replay, as a typed error. Each context answers it as
+ * its outcome's problem (`PROBLEMS`); programmatic and message-handler callers catch them by class.
  */
 export abstract class IdempotencyError extends Error {
-  /** The `outcome` label this error is counted under in `idempotency_requests_total`. */
-  abstract readonly outcome: RequestOutcome;
+  /** The outcome this error answers and is counted under in `idempotency_requests_total`. */
+  abstract readonly outcome: ProblemOutcome;
+  /** Members the problem body carries besides type, title, status and detail. */
+  problemExtensions(): Record<string, unknown> {
+    return {};
+  }
 }
 
 /** No key on a call that requires one. */
@@ -44,7 +46,7 @@ export class IdempotencyMismatchError extends IdempotencyError {
 /** Another call with the key is still running. */
 export class IdempotencyInFlightError extends IdempotencyError {
   override readonly name: string = 'IdempotencyInFlightError';
-  readonly outcome: RequestOutcome = 'in_flight';
+  readonly outcome: ProblemOutcome = 'in_flight';
   constructor(readonly retryAfterSeconds: number) {
     super(`A call with this idempotency key is still running; retry in ${retryAfterSeconds} s.`);
   }
@@ -72,7 +74,14 @@ export class IdempotencyCommitRejectedError extends IdempotencyError {
     /** `Put on orders`, `Update on stock`, … */
     readonly write: string,
   ) {
-    super(`Write ${writeIndex} (${write}) given to commitWith failed its condition; nothing was written.`);
+    super(
+      `Write ${writeIndex} (${write}) given to commitWith failed its condition; nothing was written. The request was ` +
+        'not applied; the same key may be retried.',
+    );
+  }
+
+  override problemExtensions(): Record<string, unknown> {
+    return { writeIndex: this.writeIndex, write: this.write };
   }
 }
 
@@ -82,6 +91,10 @@ export class IdempotencyResultNotStoredError extends IdempotencyError {
   readonly outcome = 'response_not_stored';
   constructor(readonly statusCode: number) {
     super('The call with this idempotency key completed, but its result was too large to store for replay.');
+  }
+
+  override problemExtensions(): Record<string, unknown> {
+    return { originalStatus: this.statusCode };
   }
 }
 
@@ -156,125 +169,5 @@ export class IdempotencyStoreUnavailableError extends IdempotencyError {
     options?: ErrorOptions,
   ) {
     super(`Idempotency store unavailable for the ${operation} (${dynamoErrorCode})`, options);
-  }
-}
-
-/** The stable problem types (RFC 9457 `type`), one per outcome. */
-export const ProblemType = {
-  keyMissing: 'urn:nestjs-dynamodb-idempotency:key-missing',
-  keyInvalid: 'urn:nestjs-dynamodb-idempotency:key-invalid',
-  requestInvalid: 'urn:nestjs-dynamodb-idempotency:request-invalid',
-  fingerprintMismatch: 'urn:nestjs-dynamodb-idempotency:fingerprint-mismatch',
-  inFlight: 'urn:nestjs-dynamodb-idempotency:in-flight',
-  commitRejected: 'urn:nestjs-dynamodb-idempotency:commit-rejected',
-  responseNotStored: 'urn:nestjs-dynamodb-idempotency:response-not-stored',
-  recordUnreadable: 'urn:nestjs-dynamodb-idempotency:record-unreadable',
-  bodyUnreadable: 'urn:nestjs-dynamodb-idempotency:body-unreadable',
-  scopeFailed: 'urn:nestjs-dynamodb-idempotency:scope-failed',
-  storeMisconfigured: 'urn:nestjs-dynamodb-idempotency:store-misconfigured',
-  storeThrottled: 'urn:nestjs-dynamodb-idempotency:store-throttled',
-  storeUnavailable: 'urn:nestjs-dynamodb-idempotency:store-unavailable',
-} as const;
-
-export type ProblemTypeUri = (typeof ProblemType)[keyof typeof ProblemType];
-
-/** An RFC 9457 problem details body. */
-export interface ProblemDetails {
-  type: ProblemTypeUri;
-  title: string;
-  status: number;
-  detail: string;
-  [extension: string]: unknown;
-}
-
-/**
- * An `IdempotencyError` as HTTP: `IdempotencyExceptionFilter` sends it as `application/problem+json` with its
- * headers (`Retry-After`); `getResponse()` is the problem body and the typed error is the `cause`.
- */
-export class IdempotencyProblemException extends HttpException {
-  constructor(
-    readonly problem: ProblemDetails,
-    readonly headers: Record<string, string> = {},
-    options?: { cause?: unknown },
-  ) {
-    super(problem, problem.status, options);
-  }
-
-  static from(error: IdempotencyError): IdempotencyProblemException {
-    const problem = (type: ProblemTypeUri, title: string, status: number, detail: string, extra = {}) =>
-      ({ type, title, status, detail, ...extra }) satisfies ProblemDetails;
-    const retryAfter = (seconds: number) => ({ 'Retry-After': String(seconds) });
-    const cause = { cause: error };
-    if (error instanceof IdempotencyKeyMissingError) {
-      return new IdempotencyProblemException(problem(ProblemType.keyMissing, 'Idempotency key missing', 400, error.message), {}, cause);
-    }
-    if (error instanceof IdempotencyKeyInvalidError) {
-      return new IdempotencyProblemException(problem(ProblemType.keyInvalid, 'Idempotency key invalid', 400, error.message), {}, cause);
-    }
-    if (error instanceof IdempotencyRequestInvalidError) {
-      const title = 'Request cannot be fingerprinted';
-      return new IdempotencyProblemException(problem(ProblemType.requestInvalid, title, 400, error.message), {}, cause);
-    }
-    if (error instanceof IdempotencyMismatchError) {
-      const detail = `${error.message} Use a new key for a new request.`;
-      const title = 'Idempotency key reused with a different request';
-      return new IdempotencyProblemException(problem(ProblemType.fingerprintMismatch, title, 422, detail), {}, cause);
-    }
-    if (error instanceof IdempotencyInFlightError) {
-      const detail = 'A request with this idempotency key is still being processed. Retry after the indicated delay.';
-      return new IdempotencyProblemException(
-        problem(ProblemType.inFlight, 'Request in progress', HttpStatus.CONFLICT, detail),
-        retryAfter(error.retryAfterSeconds),
-        cause,
-      );
-    }
-    if (error instanceof IdempotencyCommitRejectedError) {
-      const detail = `${error.message} The request was not applied; the same key may be retried.`;
-      return new IdempotencyProblemException(
-        problem(ProblemType.commitRejected, 'Request rejected by a write condition', HttpStatus.CONFLICT, detail, {
-          writeIndex: error.writeIndex,
-          write: error.write,
-        }),
-        {},
-        cause,
-      );
-    }
-    if (error instanceof IdempotencyResultNotStoredError) {
-      const detail =
-        'A request with this idempotency key was processed, but its response was too large to store for replay. ' +
-        'It will not be processed again.';
-      return new IdempotencyProblemException(
-        problem(ProblemType.responseNotStored, 'Request already processed', HttpStatus.CONFLICT, detail, {
-          originalStatus: error.statusCode,
-        }),
-        {},
-        cause,
-      );
-    }
-    if (error instanceof IdempotencyRecordUnreadableError) {
-      const detail =
-        'A request with this idempotency key was processed, but its stored response cannot be read. ' +
-        'It will not be processed again.';
-      return new IdempotencyProblemException(problem(ProblemType.recordUnreadable, 'Stored response unreadable', 500, detail), {}, cause);
-    }
-    if (error instanceof IdempotencyBodyUnreadableError) {
-      return new IdempotencyProblemException(problem(ProblemType.bodyUnreadable, 'Request body not readable', 500, error.message), {}, cause);
-    }
-    if (error instanceof IdempotencyScopeFailedError) {
-      return new IdempotencyProblemException(problem(ProblemType.scopeFailed, 'Idempotency scope failed', 500, error.message), {}, cause);
-    }
-    if (error instanceof IdempotencyStoreMisconfiguredError) {
-      const detail = 'The request was not processed because the idempotency store refused it in a way retrying will not fix. The operator has been told (logs).';
-      return new IdempotencyProblemException(problem(ProblemType.storeMisconfigured, 'Idempotency store misconfigured', 500, detail), {}, cause);
-    }
-    const throttled = error instanceof IdempotencyStoreThrottledError;
-    const detail = `The request was not processed because the idempotency store is ${throttled ? 'throttling' : 'unavailable'}. Retry with the same key.`;
-    return new IdempotencyProblemException(
-      throttled
-        ? problem(ProblemType.storeThrottled, 'Idempotency store throttled', 503, detail)
-        : problem(ProblemType.storeUnavailable, 'Idempotency store unavailable', 503, detail),
-      retryAfter(STORE_RETRY_AFTER_SECONDS),
-      cause,
-    );
   }
 }

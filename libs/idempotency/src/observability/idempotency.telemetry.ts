@@ -1,25 +1,8 @@
 import { Attributes, metrics, Span, SpanStatusCode, trace } from '@opentelemetry/api';
+import type { RequestOutcome } from '../errors/outcomes';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
-/** What happened to one request on an `@Idempotent()` route (`idempotency_requests_total{outcome}`). */
-export type RequestOutcome =
-  | 'executed'
-  | 'replayed'
-  | 'in_flight'
-  | 'mismatch'
-  | 'missing_key'
-  | 'invalid_key'
-  | 'invalid_request'
-  | 'response_not_stored'
-  | 'store_throttled'
-  | 'store_unavailable'
-  | 'store_misconfigured'
-  | 'body_unreadable'
-  | 'scope_failed'
-  | 'lease_lost'
-  | 'commit_rejected'
-  | 'record_unreadable';
 
 export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan';
 

@@ -15,7 +15,7 @@ export type CommitWrite = NonNullable<TransactWriteCommandInput['TransactItems']
 export const MAX_COMMIT_WRITES = 99;
 
 /** The claim a protected call runs under, as the context exposes it. */
-export interface ClaimScope {
+export interface RunningClaim {
   recordKey: string;
   claimToken: string;
   /** Whether the repository can commit writes with the completion (it supports transactions). */
@@ -26,7 +26,7 @@ export interface ClaimScope {
   open: boolean;
 }
 
-const scopes = new AsyncLocalStorage<ClaimScope>();
+const scopes = new AsyncLocalStorage<RunningClaim>();
 
 /**
  * Runs `fn` with `scope` as the current claim. `tracked`: through AsyncLocalStorage, so the injected
@@ -34,7 +34,7 @@ const scopes = new AsyncLocalStorage<ClaimScope>();
  * On Node 20 and 22 AsyncLocalStorage adds work to every promise of the process, so the module tracks calls only
  * when the application injects `IdempotencyContext` (`injectsIdempotencyContext`).
  */
-export function runInClaim<T>(scope: ClaimScope, fn: () => T, tracked = true): T {
+export function runInClaim<T>(scope: RunningClaim, fn: () => T, tracked = true): T {
   return tracked ? scopes.run(scope, fn) : fn();
 }
 
@@ -46,7 +46,7 @@ export function untrackContext(context: IdempotencyContext): void {
 }
 
 /** A context bound to one call (`IdempotencyService.execute` hands one to its function). */
-export function boundContext(scope: ClaimScope): IdempotencyContext {
+export function boundContext(scope: RunningClaim): IdempotencyContext {
   return new BoundIdempotencyContext(scope);
 }
 
@@ -154,7 +154,7 @@ export class IdempotencyContext {
   }
 
   /** This call's claim: the one this context is bound to, else the one AsyncLocalStorage carries. */
-  private current(): ClaimScope | undefined {
+  private current(): RunningClaim | undefined {
     const scope = this instanceof BoundIdempotencyContext ? this.claim : scopes.getStore();
     if (!scope && untracked.has(this)) {
       throw new Error(
@@ -166,7 +166,7 @@ export class IdempotencyContext {
     return scope;
   }
 
-  private scope(member: string): ClaimScope {
+  private scope(member: string): RunningClaim {
     const scope = this.current();
     if (!scope) {
       throw new Error(
@@ -180,7 +180,7 @@ export class IdempotencyContext {
 
 /** The context of one call, whatever the current async context: no AsyncLocalStorage lookup. */
 class BoundIdempotencyContext extends IdempotencyContext {
-  constructor(readonly claim: ClaimScope) {
+  constructor(readonly claim: RunningClaim) {
     super();
   }
 }

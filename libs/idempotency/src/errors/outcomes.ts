@@ -1,0 +1,118 @@
+import { STORE_RETRY_AFTER_SECONDS } from '../idempotency.constants';
+
+/** The outcomes that answer a call with a problem instead of a run or a replay (`IdempotencyError.outcome`). */
+export type ProblemOutcome =
+  | 'missing_key'
+  | 'invalid_key'
+  | 'invalid_request'
+  | 'mismatch'
+  | 'in_flight'
+  | 'lease_lost'
+  | 'commit_rejected'
+  | 'response_not_stored'
+  | 'record_unreadable'
+  | 'body_unreadable'
+  | 'scope_failed'
+  | 'store_misconfigured'
+  | 'store_throttled'
+  | 'store_unavailable';
+
+/** What happened to one call of a protected handler: the `outcome` label of `idempotency_requests_total`. */
+export type RequestOutcome = 'executed' | 'replayed' | ProblemOutcome;
+
+/** How one problem outcome is answered. */
+export interface ProblemRow {
+  /** The last part of the problem's `type` (`urn:nestjs-dynamodb-idempotency:<slug>`) and of the GraphQL code. */
+  slug: string;
+  title: string;
+  status: number;
+  /** `Retry-After`: seconds, or `lease` for the error's own (`retryAfterSeconds`). Absent: retrying will not help. */
+  retryAfter?: number | 'lease';
+  /** What the client reads; absent, the error's own message. */
+  detail?: string;
+}
+
+const inFlight = {
+  slug: 'in-flight',
+  title: 'Request in progress',
+  status: 409,
+  retryAfter: 'lease',
+  detail: 'A request with this idempotency key is still being processed. Retry after the indicated delay.',
+} as const;
+
+/**
+ * Every problem outcome and how it is answered: the problem `type`, title and status over HTTP, the `RpcException` of
+ * message handlers, the GraphQL `extensions.code`, the metric label and the README's outcome table all come from this
+ * one table. An outcome without a row does not compile.
+ */
+export const PROBLEMS = {
+  missing_key: { slug: 'key-missing', title: 'Idempotency key missing', status: 400 },
+  invalid_key: { slug: 'key-invalid', title: 'Idempotency key invalid', status: 400 },
+  invalid_request: { slug: 'request-invalid', title: 'Request cannot be fingerprinted', status: 400 },
+  mismatch: {
+    slug: 'fingerprint-mismatch',
+    title: 'Idempotency key reused with a different request',
+    status: 422,
+    detail: 'This idempotency key was already used with a different request. Use a new key for a new request.',
+  },
+  in_flight: inFlight,
+  lease_lost: inFlight,
+  commit_rejected: { slug: 'commit-rejected', title: 'Request rejected by a write condition', status: 409 },
+  response_not_stored: {
+    slug: 'response-not-stored',
+    title: 'Request already processed',
+    status: 409,
+    detail:
+      'A request with this idempotency key was processed, but its response was too large to store for replay. ' +
+      'It will not be processed again.',
+  },
+  record_unreadable: {
+    slug: 'record-unreadable',
+    title: 'Stored response unreadable',
+    status: 500,
+    detail:
+      'A request with this idempotency key was processed, but its stored response cannot be read. ' +
+      'It will not be processed again.',
+  },
+  body_unreadable: { slug: 'body-unreadable', title: 'Request body not readable', status: 500 },
+  scope_failed: { slug: 'scope-failed', title: 'Idempotency scope failed', status: 500 },
+  store_misconfigured: {
+    slug: 'store-misconfigured',
+    title: 'Idempotency store misconfigured',
+    status: 500,
+    detail:
+      'The request was not processed because the idempotency store refused it in a way retrying will not fix. ' +
+      'The operator has been told (logs).',
+  },
+  store_throttled: {
+    slug: 'store-throttled',
+    title: 'Idempotency store throttled',
+    status: 503,
+    retryAfter: STORE_RETRY_AFTER_SECONDS,
+    detail: 'The request was not processed because the idempotency store is throttling. Retry with the same key.',
+  },
+  store_unavailable: {
+    slug: 'store-unavailable',
+    title: 'Idempotency store unavailable',
+    status: 503,
+    retryAfter: STORE_RETRY_AFTER_SECONDS,
+    detail: 'The request was not processed because the idempotency store is unavailable. Retry with the same key.',
+  },
+} as const satisfies Record<ProblemOutcome, ProblemRow>;
+
+type Slug = (typeof PROBLEMS)[ProblemOutcome]['slug'];
+type CamelCase<S extends string> = S extends `${infer Head}-${infer Tail}` ? `${Head}${Capitalize<CamelCase<Tail>>}` : S;
+
+/** A problem `type` URI: `urn:nestjs-dynamodb-idempotency:` and the outcome's slug. */
+export type ProblemTypeUri = `urn:nestjs-dynamodb-idempotency:${Slug}`;
+
+export function problemTypeUri(slug: Slug): ProblemTypeUri {
+  return `urn:nestjs-dynamodb-idempotency:${slug}`;
+}
+
+const camelCase = (slug: string) => slug.replace(/-(\w)/g, (_, letter: string) => letter.toUpperCase());
+
+/** The stable problem types (RFC 9457 `type`), by name: `ProblemType.inFlight` is `urn:nestjs-dynamodb-idempotency:in-flight`. */
+export const ProblemType = Object.freeze(
+  Object.fromEntries(Object.values(PROBLEMS).map(({ slug }) => [camelCase(slug), problemTypeUri(slug)])),
+) as { readonly [S in Slug as CamelCase<S>]: `urn:nestjs-dynamodb-idempotency:${S}` };

@@ -1,0 +1,40 @@
+import { HttpException } from '@nestjs/common';
+import { IdempotencyError } from './idempotency.errors';
+import { PROBLEMS, problemTypeUri, ProblemTypeUri } from './outcomes';
+
+/** An RFC 9457 problem details body. */
+export interface ProblemDetails {
+  type: ProblemTypeUri;
+  title: string;
+  status: number;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+/**
+ * An `IdempotencyError` as HTTP: `IdempotencyExceptionFilter` sends it as `application/problem+json` with its
+ * headers (`Retry-After`); `getResponse()` is the problem body and the typed error is the `cause`.
+ */
+export class IdempotencyProblemException extends HttpException {
+  constructor(
+    readonly problem: ProblemDetails,
+    readonly headers: Record<string, string> = {},
+    options?: { cause?: unknown },
+  ) {
+    super(problem, problem.status, options);
+  }
+
+  /** The error's outcome, answered as its row of `PROBLEMS` says. */
+  static from(error: IdempotencyError): IdempotencyProblemException {
+    const row: (typeof PROBLEMS)[keyof typeof PROBLEMS] & { detail?: string; retryAfter?: number | 'lease' } = PROBLEMS[error.outcome];
+    const problem: ProblemDetails = {
+      type: problemTypeUri(row.slug),
+      title: row.title,
+      status: row.status,
+      detail: row.detail ?? error.message,
+      ...error.problemExtensions(),
+    };
+    const retryAfter = row.retryAfter === 'lease' ? (error as { retryAfterSeconds?: number }).retryAfterSeconds : row.retryAfter;
+    return new IdempotencyProblemException(problem, retryAfter === undefined ? {} : { 'Retry-After': String(retryAfter) }, { cause: error });
+  }
+}

@@ -1,0 +1,185 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Logger } from '@nestjs/common';
+import {
+  IdempotencyCommitRejectedError,
+  IdempotencyLeaseLostError,
+  IdempotencyStoreThrottledError,
+  IdempotencyStoreUnavailableError,
+} from '../errors/idempotency.errors';
+import { IdempotencyClock } from '../idempotency.clock';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { StoredResponse } from '../repository/idempotency.record';
+import { CompleteResult, IdempotencyRepository } from '../repository/idempotency.repository';
+import { ResponseSealer } from '../response/response-sealing';
+import { CommitWrite } from './idempotency-context';
+import { ProtectedCall, retryAfterSeconds } from './protected-call';
+import { ReplayCache } from './replay-cache';
+
+/**
+ * After the work ran, its completion (or release) is the most valuable write: a store fault there is retried with
+ * backoff (100 ms doubling to 1 s) for this long, on top of the SDK's own retries, before it is given up.
+ */
+const SETTLE_RETRY_BUDGET_MS = 10_000;
+
+/** Where the outcome recorder writes: the store, the replay cache, and what it needs to know of the module's options. */
+export interface OutcomeRecorderDependencies {
+  repository: IdempotencyRepository;
+  clock: IdempotencyClock;
+  telemetry: IdempotencyTelemetry;
+  cache: ReplayCache;
+  /** Set when `encryption` is: responses are sealed before they are stored. */
+  sealer?: ResponseSealer;
+  failedTtlSeconds: number;
+}
+
+/**
+ * Writes the outcome of a run as its owner: COMPLETED with the stored response (with the work's `commitWith` writes,
+ * in one transaction), or FAILED so that the key can be claimed again. Every write is guarded by the claim token; a
+ * refusal is counted and logged, and never the caller's problem unless the work's writes depended on it.
+ */
+export class OutcomeRecorder {
+  private readonly logger = new Logger('Idempotency');
+  private readonly repository: IdempotencyRepository;
+  private readonly clock: IdempotencyClock;
+  private readonly telemetry: IdempotencyTelemetry;
+  private readonly cache: ReplayCache;
+  private readonly sealer?: ResponseSealer;
+  private readonly failedTtlSeconds: number;
+
+  constructor({ repository, clock, telemetry, cache, sealer, failedTtlSeconds }: OutcomeRecorderDependencies) {
+    this.repository = repository;
+    this.clock = clock;
+    this.telemetry = telemetry;
+    this.cache = cache;
+    this.sealer = sealer;
+    this.failedTtlSeconds = failedTtlSeconds;
+  }
+
+  /**
+   * The completion with the work's `commitWith` writes, all or nothing. Unlike a plain completion, the work's effects
+   * depend on it: the result is handed back only if the transaction committed. Lost lease → nothing written, in
+   * flight (the successor's result counts); a write's own condition failed → nothing written, key released,
+   * `commit-rejected`; a store fault after retries → key released, the fault (503).
+   */
+  async commit<T>(call: ProtectedCall, claimToken: string, stored: StoredResponse, writes: CommitWrite[], result: T): Promise<T> {
+    let completion: CompleteResult;
+    try {
+      completion = await this.complete(call, claimToken, stored, writes);
+    } catch (error) {
+      // Not committed as far as anyone knows. A release refused as already_completed means it did commit, unseen.
+      const released = await this.release(call, claimToken);
+      if (released?.ok === false && released.reason === 'already_completed') completion = released;
+      else throw error;
+    }
+    if (completion.ok || completion.reason === 'already_completed') {
+      const expiresAt = completion.ok ? completion.expiresAt : completion.current?.expiresAt;
+      if (expiresAt !== undefined) this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: stored });
+      this.telemetry.request('executed');
+      return result;
+    }
+    if (completion.reason === 'commit_rejected') {
+      await this.release(call, claimToken);
+      throw new IdempotencyCommitRejectedError(completion.writeIndex, describeWrite(writes[completion.writeIndex]));
+    }
+    throw new IdempotencyLeaseLostError(completion.current ? retryAfterSeconds(call, completion.current, this.clock.nowSeconds()) : 1);
+  }
+
+  /**
+   * The end of a run without `commitWith` writes: a final outcome (`stored`) completes the record, any other releases
+   * the key. Either way the caller gets its own outcome.
+   */
+  async settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
+    if (!stored) {
+      this.telemetry.request('executed');
+      await this.release(call, claimToken);
+      return;
+    }
+    const completion = await this.completeAlone(call, claimToken, stored);
+    if (completion?.ok) {
+      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
+    }
+    this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+  }
+
+  /**
+   * PENDING → COMPLETED. A refusal is never the caller's problem (it still gets its own result), but it is
+   * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the work
+   * ran for a key that was already done (the lease was shorter than the work).
+   */
+  private async complete(
+    call: ProtectedCall,
+    claimToken: string,
+    response: StoredResponse,
+    writes?: CommitWrite[],
+  ): Promise<CompleteResult> {
+    return this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
+      const sealed = this.sealer ? this.sealer.seal(call.recordKey, response) : response;
+      const result = await retryThroughStoreFaults(() =>
+        this.repository.complete({ key: call.recordKey, claimToken, response: sealed, ttlSeconds: call.ttlSeconds, writes }),
+      );
+      span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
+      if (result.ok || result.reason === 'commit_rejected') return result;
+      if (result.reason === 'already_completed') this.telemetry.completionRaced();
+      if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+      this.logger.warn({
+        msg: 'completion refused',
+        key: call.recordKey,
+        reason: result.reason,
+        current_status: result.current?.status,
+        pending_since: result.current?.pendingSince,
+      });
+      return result;
+    });
+  }
+
+  /** A completion without writes: a failure to store it is logged, and the caller still gets its result. */
+  private async completeAlone(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<CompleteResult | undefined> {
+    try {
+      return await this.complete(call, claimToken, response);
+    } catch (error) {
+      // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
+      this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+      return undefined;
+    }
+  }
+
+  /**
+   * Marks the attempt FAILED so the key is claimable again at once. Never masks the original outcome. Returns the
+   * store's answer, or undefined when it could not be stored.
+   */
+  private async release(call: ProtectedCall, claimToken: string): Promise<CompleteResult | undefined> {
+    try {
+      const result = await retryThroughStoreFaults(() =>
+        this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.failedTtlSeconds }),
+      );
+      if (!result.ok && result.reason !== 'already_failed') {
+        this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });
+      }
+      return result;
+    } catch (error) {
+      this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
+      return undefined;
+    }
+  }
+}
+
+/** Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. */
+async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + SETTLE_RETRY_BUDGET_MS;
+  for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1000)) {
+    try {
+      return await write();
+    } catch (error) {
+      const storeFault = error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
+      if (!storeFault || performance.now() + delayMs > deadline) throw error;
+      await sleep(delayMs);
+    }
+  }
+}
+
+/** `Put on orders`: a write as the commit-rejected problem names it. */
+function describeWrite(write: CommitWrite | undefined): string {
+  const [action, target] = Object.entries(write ?? {})[0] ?? ['write', undefined];
+  const table = (target as { TableName?: string } | undefined)?.TableName;
+  return table ? `${action} on ${table}` : action;
+}

@@ -1,0 +1,77 @@
+import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
+import type { IdempotencyContext } from './idempotency-context';
+
+/** Options of `IdempotencyService.execute()`. */
+export interface ExecuteOptions extends CallSettings {
+  /**
+   * What the function does (`'charge-card'`): part of the record key, so two different functions given the same
+   * key (a message id, say) never share a record.
+   */
+  operation: string;
+  /** The caller's key, e.g. a message id. Validated like an HTTP key (1–255 characters, no control characters). */
+  key: string;
+  /** What makes two calls "the same": any JSON value (e.g. the message payload). A different one is a mismatch. */
+  fingerprint?: unknown;
+  /** Namespace for the key (a tenant, a consumer name). */
+  scope?: string;
+}
+
+/** Per-call settings; undefined fields fall back to the module's options. */
+export interface CallSettings {
+  ttlSeconds?: number;
+  pendingTtlSeconds?: number;
+  maxLeaseSeconds?: number;
+  /** `IdempotencyInFlightError.retryAfterSeconds` (the 409's `Retry-After`). */
+  retryAfterSeconds?: number;
+  /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
+  waitMs?: number;
+}
+
+/** One protected call, as the protocol needs it. */
+export interface ProtectedCall {
+  /** The partition key: never the raw client key. */
+  recordKey: string;
+  fingerprint: string;
+  leaseSeconds: number;
+  maxLeaseSeconds: number;
+  retryAfterSeconds: number;
+  ttlSeconds: number;
+  waitMs: number;
+  /** How far another process's clock may run ahead (see `clockSkewSeconds`). */
+  clockSkewSeconds: number;
+}
+
+/** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */
+export interface ProtectedWork<T> {
+  /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
+  describe(): ProtectedCall | undefined | Promise<ProtectedCall | undefined>;
+  /** Runs the work once; as the key's owner, with a context bound to its claim. */
+  execute(context?: IdempotencyContext): Promise<T>;
+  /**
+   * What to store for replays of a result (`bodyOmitted` when it cannot be replayed). Called after the work
+   * succeeded: if it throws, the work is still recorded as done, without a body.
+   */
+  capture(result: T): StoredResponse;
+  /**
+   * What would be stored for an error the work threw (an HTTP or RPC exception, replayed by throwing it again), or
+   * undefined for an error that cannot be replayed: the key is then released for a re-run.
+   */
+  captureError?(error: unknown): StoredResponse | undefined;
+  /**
+   * Whether an outcome is final (`storeIf`): stored and replayed to every duplicate, or released for a re-run.
+   * Without it, every result is final and no error is.
+   */
+  isFinal?(stored: StoredResponse, error?: unknown): boolean;
+  /** Turns a stored response back into a result for a duplicate; throws for a stored error. */
+  replay(stored: StoredResponse): T;
+}
+
+/**
+ * `Retry-After` for a duplicate of a running call: the call's `retryAfterSeconds`, but never past the moment the
+ * owner's lease could be taken over. A claim succeeds once `expires_at < now − clockSkewSeconds` (whole seconds), so
+ * that moment is `expires_at + clockSkewSeconds + 1`.
+ */
+export function retryAfterSeconds(call: ProtectedCall, owner: IdempotencyRecord, nowSeconds: number): number {
+  const takeover = Math.floor(owner.expiresAt + call.clockSkewSeconds) + 1;
+  return Math.max(1, Math.min(call.retryAfterSeconds, takeover - nowSeconds));
+}
