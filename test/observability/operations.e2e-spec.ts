@@ -39,7 +39,7 @@ describe('table check and health indicator', () => {
         BillingMode: 'PAY_PER_REQUEST',
       }),
     );
-    expect((await checkIdempotencyTable(client, tableName)).findings[0]).toMatch(/^FAIL: key schema is id:HASH/);
+    expect((await checkIdempotencyTable(client, tableName)).findings[0]).toMatch(/^FAIL: its key is id \(S, HASH\); the module is configured for pk \(S, HASH\)/);
     const missing = await checkIdempotencyTable(client, 'no_such_table');
     expect(missing).toEqual({ ok: false, findings: ['FAIL: table no_such_table cannot be described (ResourceNotFoundException)'] });
   });

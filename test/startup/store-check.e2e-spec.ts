@@ -55,13 +55,13 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
   });
 
   it.each([
-    ['another key', [{ AttributeName: 'id', AttributeType: 'S' }], [{ AttributeName: 'id', KeyType: 'HASH' }], 'id (HASH)'],
-    ['pk as a number', [{ AttributeName: 'pk', AttributeType: 'N' }], [{ AttributeName: 'pk', KeyType: 'HASH' }], 'pk (HASH) (pk of type N)'],
+    ['another key', [{ AttributeName: 'id', AttributeType: 'S' }], [{ AttributeName: 'id', KeyType: 'HASH' }], 'id (S, HASH)'],
+    ['pk as a number', [{ AttributeName: 'pk', AttributeType: 'N' }], [{ AttributeName: 'pk', KeyType: 'HASH' }], 'pk (N, HASH)'],
     [
       'a sort key besides pk',
       [{ AttributeName: 'pk', AttributeType: 'S' }, { AttributeName: 'sk', AttributeType: 'S' }],
       [{ AttributeName: 'pk', KeyType: 'HASH' }, { AttributeName: 'sk', KeyType: 'RANGE' }],
-      'pk (HASH), sk (RANGE) (pk of type S)',
+      'pk (S, HASH), sk (S, RANGE)',
     ],
   ] as const)('fails startup when the table has %s, saying which', async (_, attributes, keys, described) => {
     const tableName = uniqueTableName('wrongkey');
@@ -69,7 +69,8 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
       new CreateTableCommand({ TableName: tableName, AttributeDefinitions: [...attributes], KeySchema: [...keys], BillingMode: 'PAY_PER_REQUEST' }),
     );
     await expect(boot({ client: localClient(dynamo.endpoint), tableName })).rejects.toThrow(
-      `: its key is ${described}; the module needs a table whose only key is pk, a string hash key. Use another tableName, or create one with table:create.`,
+      `: its key is ${described}; the module is configured for pk (S, HASH). Set keySchema to the table's keys ` +
+        '(partitionKey, sortKey), use another tableName, or create one with table:create.',
     );
   });
 

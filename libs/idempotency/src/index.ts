@@ -53,8 +53,10 @@ export type {
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';
 export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
-export { checkIdempotencyTable, ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './dynamodb/idempotency-table';
-export type { TableCheck } from './dynamodb/idempotency-table';
+export { ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './dynamodb/idempotency-table';
+export { checkIdempotencyTable } from './dynamodb/table-checks';
+export type { TableCheck, TableSpec } from './dynamodb/table-checks';
+export type { RecordAttribute, TableLayoutOptions } from './dynamodb/table-layout';
 export {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,

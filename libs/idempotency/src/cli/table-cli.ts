@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DEFAULT_TABLE_NAME } from '../idempotency.constants';
-import { checkIdempotencyTable, ensureIdempotencyTable } from '../dynamodb/idempotency-table';
+import { ensureIdempotencyTable } from '../dynamodb/idempotency-table';
+import { checkIdempotencyTable } from '../dynamodb/table-checks';
 
 const USAGE = `Usage: nestjs-dynamodb-idempotency <table:create|table:check> [--table NAME] [--endpoint URL] [--region REGION]
 

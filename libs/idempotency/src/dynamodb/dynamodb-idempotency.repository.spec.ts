@@ -65,7 +65,9 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(sent()).toEqual(['PutItemCommand']);
     const put = send.mock.calls[0][0] as PutItemCommand;
     expect(put.input).toMatchObject({
-      ConditionExpression: 'attribute_not_exists(pk) OR #s = :failed OR expires_at < :leaseCutoff OR (expires_at < :now AND #s <> :pending)',
+      ConditionExpression:
+        'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)',
+      ExpressionAttributeNames: { '#pk': 'pk', '#status': 'status', '#expires': 'expires_at' },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       ExpressionAttributeValues: {
         ':leaseCutoff': { N: String(NOW) }, // no clockSkewSeconds given: 0
@@ -175,7 +177,8 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(result).toMatchObject({ ok: false, reason: 'already_completed' });
     expect(sent()).toEqual(['UpdateItemCommand']);
     expect((send.mock.calls[0][0] as UpdateItemCommand).input).toMatchObject({
-      ConditionExpression: '#s = :pending AND claim_token = :token',
+      ConditionExpression: '#status = :pending AND #token = :token',
+      ExpressionAttributeNames: { '#status': 'status', '#token': 'claim_token', '#response': 'response', '#expires': 'expires_at', '#completed': 'completed_at' },
       ExpressionAttributeValues: expect.objectContaining({ ':pending': { S: 'PENDING' }, ':token': { S: 'mine' }, ':expiresAt': { N: String(NOW + 60) } }),
     });
   });
@@ -205,7 +208,7 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     expect(first).toEqual(write('order-1'));
     expect(completion.Update).toMatchObject({
       Key: { pk: 'k' },
-      ConditionExpression: '#s = :pending AND claim_token = :token',
+      ConditionExpression: '#status = :pending AND #token = :token',
       ExpressionAttributeValues: expect.objectContaining({ ':token': 'mine', ':expiresAt': NOW + 60 }),
     });
   });

@@ -1,101 +1,55 @@
 import {
+  AttributeDefinition,
   CreateTableCommand,
   DescribeTableCommand,
   DescribeTimeToLiveCommand,
   DynamoDBClient,
+  KeySchemaElement,
   UpdateTimeToLiveCommand,
   waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { Logger } from '@nestjs/common';
 import { dynamoErrorCode } from './dynamodb-errors';
+import { TableSpec, tableSpec } from './table-checks';
+import { TableLayout } from './table-layout';
 
-/** The table's TTL attribute. */
+/** The table's TTL attribute in the default layout (`attributeNames.expires_at` renames it). */
 export const TTL_ATTRIBUTE = 'expires_at';
 
 /**
- * Creates the idempotency table if it is missing (`pk` string hash key, on-demand billing) and enables TTL on
- * `expires_at`, as the runbook's step 1 does. Safe to call from several instances at once.
- * Endpoints without the TTL API (dynalite) get a warning, not a failure: expiry is enforced in code anyway.
+ * Creates the idempotency table if it is missing (its layout's keys, strings; on-demand billing) and enables TTL on
+ * the expiry attribute, as the runbook's step 1 does. Safe to call from several instances at once. Endpoints without
+ * the TTL API (dynalite) get a warning, not a failure: expiry is enforced in code anyway.
+ *
+ * `table` is a name (the default layout: `pk` alone) or `{ tableName, keySchema, attributeNames }`.
  */
 export async function ensureIdempotencyTable(
   client: DynamoDBClient | DynamoDBDocumentClient,
-  tableName: string,
+  table: string | TableSpec,
   logger: Pick<Logger, 'log' | 'warn'> = new Logger('Idempotency'),
 ): Promise<void> {
-  await ensureTable(client, {
-    TableName: tableName,
-    AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-    BillingMode: 'PAY_PER_REQUEST',
-  }, logger);
+  const { tableName, ...layoutOptions } = tableSpec(table);
+  const layout = new TableLayout(layoutOptions);
+  const keys: KeySchemaElement[] = [{ AttributeName: layout.partitionKey, KeyType: 'HASH' }];
+  if (layout.sortKey) keys.push({ AttributeName: layout.sortKey, KeyType: 'RANGE' });
+  const definitions: AttributeDefinition[] = keys.map(({ AttributeName }) => ({ AttributeName, AttributeType: 'S' }));
+  await ensureTable(client, { TableName: tableName, AttributeDefinitions: definitions, KeySchema: keys, BillingMode: 'PAY_PER_REQUEST' }, logger);
+  const expiry = layout.names.expires_at;
   try {
     const { TimeToLiveDescription } = await asPlainClient(client).send(new DescribeTimeToLiveCommand({ TableName: tableName }));
     const status = TimeToLiveDescription?.TimeToLiveStatus;
-    if ((status === 'ENABLED' || status === 'ENABLING') && TimeToLiveDescription?.AttributeName === TTL_ATTRIBUTE) return;
+    if ((status === 'ENABLED' || status === 'ENABLING') && TimeToLiveDescription?.AttributeName === expiry) return;
     await asPlainClient(client).send(
-      new UpdateTimeToLiveCommand({
-        TableName: tableName,
-        TimeToLiveSpecification: { Enabled: true, AttributeName: TTL_ATTRIBUTE },
-      }),
+      new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { Enabled: true, AttributeName: expiry } }),
     );
-    logger.log(`TTL enabled on ${tableName}.${TTL_ATTRIBUTE}`);
+    logger.log(`TTL enabled on ${tableName}.${expiry}`);
   } catch (error) {
     logger.warn(
-      `Could not enable TTL on ${tableName}.${TTL_ATTRIBUTE} (${dynamoErrorCode(error)}). ` +
+      `Could not enable TTL on ${tableName}.${expiry} (${dynamoErrorCode(error)}). ` +
         'Expired records are still ignored by the module, but nothing deletes them (expected on dynalite).',
     );
   }
-}
-
-/** The deploy-time check's verdict: `ok` only when every requirement holds. */
-export interface TableCheck {
-  ok: boolean;
-  /** One line per requirement, prefixed `ok:` or `FAIL:`. */
-  findings: string[];
-}
-
-/**
- * The runbook's deploy-time check: the table exists, its only key is `pk` (S, HASH), and TTL is ENABLED on
- * `expires_at`. Endpoints without the TTL API (dynalite always reports DISABLED) fail it, with a hint.
- */
-export async function checkIdempotencyTable(
-  client: DynamoDBClient | DynamoDBDocumentClient,
-  tableName: string,
-): Promise<TableCheck> {
-  const findings: string[] = [];
-  const plain = asPlainClient(client);
-  let table;
-  try {
-    ({ Table: table } = await plain.send(new DescribeTableCommand({ TableName: tableName })));
-  } catch (error) {
-    return { ok: false, findings: [`FAIL: table ${tableName} cannot be described (${dynamoErrorCode(error)})`] };
-  }
-  const keys = (table?.KeySchema ?? []).map((k) => `${k.AttributeName}:${k.KeyType}`).join(',');
-  const pkType = table?.AttributeDefinitions?.find((a) => a.AttributeName === 'pk')?.AttributeType;
-  findings.push(
-    keys === 'pk:HASH' && pkType === 'S'
-      ? `ok: key schema is pk (S, HASH)`
-      : `FAIL: key schema is ${keys || 'missing'} (pk ${pkType ?? 'undefined'}); expected only pk (S, HASH)`,
-  );
-  findings.push(
-    table?.TableStatus === 'ACTIVE' ? 'ok: table is ACTIVE' : `FAIL: table status is ${table?.TableStatus}`,
-  );
-  if (table?.BillingModeSummary?.BillingMode !== 'PAY_PER_REQUEST') {
-    findings.push('note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled');
-  }
-  try {
-    const { TimeToLiveDescription: ttl } = await plain.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
-    findings.push(
-      ttl?.TimeToLiveStatus === 'ENABLED' && ttl.AttributeName === TTL_ATTRIBUTE
-        ? `ok: TTL is ENABLED on ${TTL_ATTRIBUTE}`
-        : `FAIL: TTL is ${ttl?.TimeToLiveStatus ?? 'unknown'}${ttl?.AttributeName ? ` on ${ttl.AttributeName}` : ''}, ` +
-            `expected ENABLED on ${TTL_ATTRIBUTE} (dynalite cannot enable or report TTL: run this check against DynamoDB)`,
-    );
-  } catch (error) {
-    findings.push(`FAIL: TTL cannot be described (${dynamoErrorCode(error)})`);
-  }
-  return { ok: findings.every((line) => !line.startsWith('FAIL')), findings };
 }
 
 /** Creates a table unless it exists, and waits until it is ACTIVE. Exported for the demo's own tables. */

@@ -51,8 +51,10 @@ export type BinaryBodyType =
 
 /** One stored item, as the repository hands it to the interceptor. */
 export interface IdempotencyRecord {
-  /** The table's partition key (scope, route and key, hashed). */
+  /** The record key (scope, operation and key, hashed). */
   key: string;
+  /** In a sort-key layout, the partition the record is in. */
+  partition?: string;
   status: IdempotencyStatus;
   /** Epoch seconds: lease end while PENDING, retention end once COMPLETED or FAILED. */
   expiresAt: number;

@@ -1,9 +1,18 @@
 import type { CommitWrite } from '../protocol/idempotency-context';
 import { IdempotencyRecord, StoredResponse } from './idempotency.record';
 
-export interface ClaimInput {
-  /** The partition key (already scoped and hashed). */
+/**
+ * Where a record is: its key, and in a table with a sort key the partition it is in (the call's scope). Every input
+ * names its record this way; a store with one key per record may ignore `partition`.
+ */
+export interface RecordLocation {
+  /** The record key (scope, operation and client key, hashed): never the raw client key. */
   key: string;
+  /** The partition key value in a sort-key layout (`IdempotencyRecord.partition` when read back). */
+  partition?: string;
+}
+
+export interface ClaimInput extends RecordLocation {
   fingerprint: string;
   /** How long the claim holds before another caller may take over. */
   leaseSeconds: number;
@@ -19,8 +28,7 @@ export type ClaimResult =
   | { claimed: true; claimToken: string }
   | { claimed: false; existing: IdempotencyRecord };
 
-export interface CompleteInput {
-  key: string;
+export interface CompleteInput extends RecordLocation {
   claimToken: string;
   response: StoredResponse;
   ttlSeconds: number;
@@ -31,22 +39,18 @@ export interface CompleteInput {
   writes?: readonly CommitWrite[];
 }
 
-export interface FailInput {
-  key: string;
+export interface FailInput extends RecordLocation {
   claimToken: string;
   ttlSeconds: number;
 }
 
-export interface RenewInput {
-  key: string;
+export interface RenewInput extends RecordLocation {
   claimToken: string;
   /** The lease is extended to now + this many seconds. */
   leaseSeconds: number;
 }
 
-export interface GetInput {
-  key: string;
-}
+export type GetInput = RecordLocation;
 
 export interface ScanInput {
   /** Records per page (one DynamoDB Scan request). */

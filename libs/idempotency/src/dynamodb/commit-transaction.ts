@@ -1,0 +1,87 @@
+import { createHash } from 'node:crypto';
+import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
+import type { CommitWrite } from '../protocol/idempotency-context';
+import { dynamoErrorCode, toStoreError } from './dynamodb-errors';
+
+/** DynamoDB's limit on the aggregate size of the items in one transaction. */
+const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024;
+
+/** The completion as one action of a transaction, in the DocumentClient's form. */
+export type CompletionUpdate = NonNullable<NonNullable<TransactWriteCommandInput['TransactItems']>[number]['Update']>;
+
+/**
+ * The work's writes and the completion in one `TransactWriteItems`, its `ClientRequestToken` derived from the claim
+ * token: a retry of an attempt that committed unseen (a timeout) is answered by DynamoDB, not applied again. Refused
+ * before anything is sent when it would exceed DynamoDB's 4 MB.
+ */
+export function commitInput(claimToken: string, writes: readonly CommitWrite[], completion: CompletionUpdate): TransactWriteCommandInput {
+  const input: TransactWriteCommandInput = {
+    ClientRequestToken: createHash('sha256').update(`commit ${claimToken}`).digest('hex').slice(0, 36),
+    TransactItems: [...writes, { Update: completion }],
+  };
+  const bytes = approximateBytes(input.TransactItems);
+  if (bytes > MAX_TRANSACTION_BYTES) {
+    throw new RangeError(
+      `commitWith: the transaction would be about ${bytes} bytes (the writes and the stored response), over ` +
+        `DynamoDB's ${MAX_TRANSACTION_BYTES}-byte limit; nothing was written.`,
+    );
+  }
+  return input;
+}
+
+/** Why a commit was cancelled, where it is an answer: the completion's guard, or one of the work's own conditions. */
+export type Cancellation = { completionRefused: { Item?: Record<string, unknown> } } | { writeIndex: number };
+
+/**
+ * A cancelled transaction read reason by reason: the completion's condition → this claim lost the record; a write's
+ * own condition → that write; conflicts and throttling → a store fault (thrown, retried by the caller); any other
+ * reason → an error naming the action.
+ */
+export function cancellationOf(error: unknown, writeCount: number): Cancellation {
+  const reasons: { Code?: string; Message?: string; Item?: Record<string, unknown> }[] =
+    (error as { CancellationReasons?: [] }).CancellationReasons ?? [];
+  const completion = reasons[writeCount];
+  if (completion?.Code === 'ConditionalCheckFailed') return { completionRefused: completion };
+  const writeIndex = reasons.findIndex((reason) => reason.Code === 'ConditionalCheckFailed');
+  if (writeIndex >= 0) return { writeIndex };
+  const cause = reasons.findIndex((reason) => reason.Code && reason.Code !== 'None');
+  const code = reasons[cause]?.Code ?? dynamoErrorCode(error);
+  if (code === 'ThrottlingError' || code === 'ProvisionedThroughputExceeded') {
+    throw new IdempotencyStoreThrottledError('commit', code, { cause: error });
+  }
+  if (code === 'TransactionConflict') throw new IdempotencyStoreUnavailableError('commit', code, { cause: error });
+  if (cause >= 0) {
+    const what = cause < writeCount ? `write ${cause} of commitWith` : 'the completion';
+    throw new Error(`TransactWriteItems refused ${what}: ${code}: ${reasons[cause].Message ?? ''}`, { cause: error });
+  }
+  throw error;
+}
+
+/**
+ * Whether the endpoint has transactions: an empty `TransactWriteItems` is a ValidationException where they exist
+ * (DynamoDB, DynamoDB Local) and an UnknownOperationException where they do not (dynalite); a fault is thrown.
+ */
+export function supportsTransactions(documents: DynamoDBDocumentClient): Promise<boolean> {
+  return documents.send(new TransactWriteCommand({ TransactItems: [] })).then(
+    () => true,
+    (error) => {
+      const code = dynamoErrorCode(error);
+      if (code === 'ValidationException') return true;
+      if (code === 'UnknownOperationException') return false;
+      throw toStoreError('commit', error);
+    },
+  );
+}
+
+/** The size DynamoDB counts for a value, near enough: attribute names and values, in bytes. */
+function approximateBytes(value: unknown): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (ArrayBuffer.isView(value)) return value.byteLength;
+  if (value instanceof Set) return approximateBytes([...value]);
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + 1 + approximateBytes(item), 3);
+  if (value && typeof value === 'object') {
+    return Object.entries(value).reduce((sum, [name, item]) => sum + Buffer.byteLength(name) + approximateBytes(item), 3);
+  }
+  return typeof value === 'number' ? 21 : 1;
+}

@@ -1,0 +1,107 @@
+import { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { Logger } from '@nestjs/common';
+import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
+import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
+import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
+import { RecordAttribute, TableLayout } from './table-layout';
+
+/** A record's attributes besides its key, by their default names (see the docs' stored item). */
+export interface RecordItem {
+  status: IdempotencyStatus;
+  expires_at: number;
+  claim_token: string;
+  fingerprint: string;
+  pending_since: number;
+  completed_at?: number;
+  response?: string | Uint8Array;
+}
+
+/** The placeholders expressions use for the key and each record attribute; `names` turns them into stored names. */
+const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'> = {
+  '#pk': 'partitionKey',
+  '#sk': 'sortKey',
+  '#status': 'status',
+  '#expires': 'expires_at',
+  '#token': 'claim_token',
+  '#fingerprint': 'fingerprint',
+  '#response': 'response',
+  '#pending': 'pending_since',
+  '#completed': 'completed_at',
+};
+
+/**
+ * `ExpressionAttributeNames` for the placeholders the expressions use, under the layout's names (DynamoDB refuses an
+ * unused one). Every name goes through a placeholder: `status` is a reserved word, and the names are configurable.
+ */
+export function names(layout: TableLayout, ...expressions: string[]): Record<string, string> {
+  const used: Record<string, string> = {};
+  for (const placeholder of expressions.join(' ').match(/#\w+/g) ?? []) {
+    const attribute = PLACEHOLDERS[placeholder];
+    if (attribute === 'partitionKey') used[placeholder] = layout.partitionKey;
+    else if (attribute === 'sortKey') used[placeholder] = layout.sortKey!;
+    else if (attribute) used[placeholder] = layout.names[attribute];
+  }
+  return used;
+}
+
+/**
+ * Values as DynamoDB attribute values: strings (S), numbers (N) and the gzipped response (B), the only types the item
+ * has; anything else is refused before sending.
+ */
+export function attributeValues(values: object): Record<string, AttributeValue> {
+  const marshalled: Record<string, AttributeValue> = {};
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string') marshalled[name] = { S: value };
+    else if (typeof value === 'number') marshalled[name] = { N: String(value) };
+    else if (value instanceof Uint8Array) marshalled[name] = { B: value };
+    else throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
+  }
+  return marshalled;
+}
+
+/** A record's item: its key under the layout's key attributes, its attributes under the layout's names. */
+export function recordItem(layout: TableLayout, key: string, partition: string | undefined, item: RecordItem): Record<string, AttributeValue> {
+  const renamed = Object.fromEntries(Object.entries(item).map(([name, value]) => [layout.names[name as RecordAttribute], value]));
+  return { ...layout.itemKey(key, partition), ...attributeValues(renamed) };
+}
+
+/**
+ * An item as DynamoDB returns it (to a low-level read, on a failed condition, in a scan), as a record; undefined for
+ * an item that is not one of the module's records (another entity of a shared table).
+ */
+export function recordFromItem(layout: TableLayout, attributes: Record<string, unknown>): IdempotencyRecord | undefined {
+  const item = unmarshall(attributes as Record<string, AttributeValue>);
+  const key = layout.recordKeyOf(item[layout.recordKeyAttribute]);
+  const read = (name: RecordAttribute) => item[layout.names[name]];
+  if (key === undefined || typeof read('claim_token') !== 'string' || typeof read('status') !== 'string') return undefined;
+  const completedAt = read('completed_at');
+  const response = read('response');
+  return {
+    key,
+    ...(layout.sortKey ? { partition: String(item[layout.partitionKey]) } : {}),
+    status: read('status') as IdempotencyStatus,
+    expiresAt: Number(read('expires_at')),
+    claimToken: read('claim_token') as string,
+    fingerprint: read('fingerprint') as string,
+    pendingSince: Number(read('pending_since')),
+    completedAt: completedAt === undefined ? undefined : Number(completedAt),
+    response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
+  };
+}
+
+const logger = new Logger('Idempotency');
+
+/**
+ * The `response` attribute: JSON text, gzipped once large. One that would not fit in the item even compressed is
+ * stored without its body (logged): the key stays done, and duplicates get 409 response-not-stored.
+ */
+export function responseAttribute(response: StoredResponse): string | Uint8Array {
+  const encoded = encodeStoredResponse(response);
+  if (encodedByteLength(encoded) <= MAX_STORED_RESPONSE_BYTES) return encoded;
+  logger.warn(
+    `Response of ${encodedByteLength(encoded)} bytes (compressed) exceeds the ${MAX_STORED_RESPONSE_BYTES}-byte limit: ` +
+      'stored without its body; duplicates get 409 response-not-stored',
+  );
+  return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });
+}
