@@ -15,12 +15,8 @@ import { IdempotencyService } from './protocol/idempotency.service';
 import { IdempotentRoutesCheck } from './startup/idempotent-routes.check';
 import { IdempotencyTelemetry } from './observability/idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
-import {
-  IdempotencyModuleOptions,
-  RESOLVED_IDEMPOTENCY_OPTIONS,
-  ResolvedIdempotencyOptions,
-  resolveOptions,
-} from './options/idempotency.options';
+import { IdempotencyModuleOptions } from './options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, resolveOptions } from './options/resolved-options';
 import { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 import { IdempotencyRepository } from './repository/idempotency.repository';
 import { CallTracking } from './protocol/call-tracking';

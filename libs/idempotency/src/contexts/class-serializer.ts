@@ -1,8 +1,7 @@
 import { ClassSerializerContextOptions, ClassSerializerInterceptor, ExecutionContext, Type } from '@nestjs/common';
-import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
-import { CLASS_SERIALIZER_OPTIONS } from '@nestjs/common/serializer/class-serializer.constants';
 import { ModuleRef, Reflector } from '@nestjs/core';
 import { applicationConfigOf } from '../nest-internals';
+import { CLASS_SERIALIZER_OPTIONS, INTERCEPTORS_METADATA } from '../nest-internals';
 
 type Serializer = ClassSerializerInterceptor;
 

@@ -5,7 +5,7 @@ import { REPLAYED_HEADER } from '../idempotency.constants';
 import { IdempotencyError } from '../errors/idempotency.errors';
 import { IdempotencyProblemException } from '../errors/problem';
 import { parseKeyHeader } from '../keys/idempotency-key';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { StoredResponse } from '../repository/idempotency.record';
 import { replayedException, storedException } from '../response/stored-exception';
 import { replayedBody, storedResult } from '../response/stored-response.codec';

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { INTERCEPTORS_METADATA } from '@nestjs/common/constants';
 import { MetadataScanner, ModulesContainer, Reflector } from '@nestjs/core';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
-import { idempotentOptionsOf } from '../decorators/idempotent-route.metadata';
+import { idempotentOptionsOf } from '../options/route-settings';
 import { HandlerProbe } from './handler-probe';
+import { INTERCEPTORS_METADATA } from '../nest-internals';
 
 const probe = new HandlerProbe();
 

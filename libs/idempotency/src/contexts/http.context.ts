@@ -6,7 +6,7 @@ import { REPLAYED_HEADER } from '../idempotency.constants';
 import { IdempotencyBodyUnreadableError, IdempotencyError } from '../errors/idempotency.errors';
 import { IdempotencyProblemException } from '../errors/problem';
 import { parseKeyHeader } from '../keys/idempotency-key';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { StoredResponse } from '../repository/idempotency.record';
 import { requestVersion, routeTemplate } from './route-identity';
 import { replayedException, storedException } from '../response/stored-exception';

@@ -15,9 +15,10 @@ import {
   IdempotencyScopeFailedError,
 } from '../errors/idempotency.errors';
 import { validateKey } from '../keys/idempotency-key';
-import { IdempotentOptions, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { IdempotentOptions } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { IdempotencyService, ProtectedCall } from '../protocol/idempotency.service';
-import { idempotentOptionsOf } from '../decorators/idempotent-route.metadata';
+import { idempotentOptionsOf } from '../options/route-settings';
 
 /** The calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context). */
 const intercepted = new WeakSet<ExecutionContext>();

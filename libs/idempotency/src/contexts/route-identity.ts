@@ -1,5 +1,5 @@
 import { ExecutionContext, VERSION_NEUTRAL, VersioningOptions, VersioningType } from '@nestjs/common';
-import { PATH_METADATA, VERSION_METADATA } from '@nestjs/common/constants';
+import { MESSAGE_PATTERN_METADATA, PATH_METADATA, VERSION_METADATA } from '../nest-internals';
 
 /**
  * The route template (`/orders/:id`), from the controller and handler metadata rather than the URL, so that
@@ -33,7 +33,7 @@ function readRouteTemplate(context: ExecutionContext): string {
 
 /** A message handler's pattern(s), as stable text: the route of a message. */
 export function rpcPattern(context: ExecutionContext): string {
-  const patterns: unknown = Reflect.getMetadata('microservices:pattern', context.getHandler());
+  const patterns: unknown = Reflect.getMetadata(MESSAGE_PATTERN_METADATA, context.getHandler());
   return JSON.stringify(patterns ?? `${context.getClass().name}.${context.getHandler().name}`);
 }
 

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { IdempotencyClock } from '../idempotency.clock';
-import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { clockSkewFor } from '../options/option-checks';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 

@@ -2,8 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import type { TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { Injectable } from '@nestjs/common';
-import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '@nestjs/common/constants';
-import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
+import type { InstanceWrapper } from '../nest-internals';
 
 /**
  * One write of a handler's effects, in the DocumentClient's shape (`Put`, `Update`, `Delete` or `ConditionCheck`,

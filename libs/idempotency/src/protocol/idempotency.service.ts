@@ -12,7 +12,9 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { fingerprintValue, recordKey } from '../keys/fingerprint';
 import { validateKey } from '../keys/idempotency-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { clockSkewFor, RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { validateCallSettings } from '../options/option-checks';
+import { callPolicy } from '../options/route-settings';
 import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { UnreadableRecordError } from '../response/response-sealing';
@@ -109,17 +111,7 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings): ProtectedCall {
-    const leaseSeconds = settings.pendingTtlSeconds ?? this.options.pendingTtlSeconds;
-    return {
-      recordKey,
-      fingerprint,
-      leaseSeconds,
-      maxLeaseSeconds: settings.maxLeaseSeconds ?? this.options.maxLeaseSeconds,
-      retryAfterSeconds: settings.retryAfterSeconds ?? this.options.retryAfterSeconds,
-      ttlSeconds: settings.ttlSeconds ?? this.options.ttlSeconds,
-      waitMs: settings.waitMs ?? 0,
-      clockSkewSeconds: clockSkewFor(leaseSeconds, this.options.clockSkewSeconds),
-    };
+    return { recordKey, fingerprint, ...callPolicy(settings, this.options) };
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */

@@ -1,5 +1,8 @@
 import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
+import { CallPolicy, CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from './idempotency-context';
+
+export type { CallSettings } from '../options/route-settings';
 
 /** Options of `IdempotencyService.execute()`. */
 export interface ExecuteOptions extends CallSettings {
@@ -16,29 +19,11 @@ export interface ExecuteOptions extends CallSettings {
   scope?: string;
 }
 
-/** Per-call settings; undefined fields fall back to the module's options. */
-export interface CallSettings {
-  ttlSeconds?: number;
-  pendingTtlSeconds?: number;
-  maxLeaseSeconds?: number;
-  /** `IdempotencyInFlightError.retryAfterSeconds` (the 409's `Retry-After`). */
-  retryAfterSeconds?: number;
-  /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
-  waitMs?: number;
-}
-
 /** One protected call, as the protocol needs it. */
-export interface ProtectedCall {
-  /** The partition key: never the raw client key. */
+export interface ProtectedCall extends CallPolicy {
+  /** The record key: never the raw client key. */
   recordKey: string;
   fingerprint: string;
-  leaseSeconds: number;
-  maxLeaseSeconds: number;
-  retryAfterSeconds: number;
-  ttlSeconds: number;
-  waitMs: number;
-  /** How far another process's clock may run ahead (see `clockSkewSeconds`). */
-  clockSkewSeconds: number;
 }
 
 /** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */

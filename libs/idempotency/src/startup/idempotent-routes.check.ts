@@ -1,15 +1,21 @@
 import { Inject, Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
-import { METHOD_METADATA, RESPONSE_PASSTHROUGH_METADATA, ROUTE_ARGS_METADATA, SSE_METADATA } from '@nestjs/common/constants';
-import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
-import { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { interceptorsInside } from '../contexts/handler-probe.installer';
-import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions, validateCallSettings } from '../options/idempotency.options';
-import { GRAPHQL_RESOLVER_TYPE_METADATA, idempotentOptionsOf, IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
-
-/** Metadata keys of other Nest packages, read without importing them. */
-const MESSAGE_PATTERN_METADATA = 'microservices:pattern';
-const WEBSOCKET_MESSAGE_METADATA = 'message';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { validateCallSettings } from '../options/option-checks';
+import { IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
+import { idempotentOptionsOf } from '../options/route-settings';
+import {
+  GRAPHQL_RESOLVER_TYPE_METADATA,
+  InstanceWrapper,
+  MESSAGE_PATTERN_METADATA,
+  METHOD_METADATA,
+  RESPONSE_PASSTHROUGH_METADATA,
+  ROUTE_ARGS_METADATA,
+  RouteParamtypes,
+  SSE_METADATA,
+  WEBSOCKET_MESSAGE_METADATA,
+} from '../nest-internals';
 
 /**
  * Checks every `@Idempotent()` handler once, at startup: a handler whose answer cannot be replayed faithfully, or

@@ -1,0 +1,66 @@
+import {
+  DEFAULT_FAILED_TTL_SECONDS,
+  DEFAULT_KEY_HEADER,
+  DEFAULT_MAX_LEASE_SECONDS,
+  DEFAULT_PENDING_TTL_SECONDS,
+  DEFAULT_REPLAY_CACHE_ENTRIES,
+  DEFAULT_REPLAY_HEADERS,
+  DEFAULT_RETRY_AFTER_SECONDS,
+  DEFAULT_TABLE_NAME,
+  DEFAULT_TTL_SECONDS,
+} from '../idempotency.constants';
+import { ResponseSealer } from '../response/response-sealing';
+import { defaultStoreIf, IdempotencyModuleOptions, StoreIf } from './idempotency.options';
+import { explicitClockSkew, positiveInteger, positiveSeconds, replayableHeaders, SecondsOption, validateCallSettings } from './option-checks';
+
+/** The module options with every default filled in, validated once: the provider the module's classes inject. */
+export const RESOLVED_IDEMPOTENCY_OPTIONS = Symbol('RESOLVED_IDEMPOTENCY_OPTIONS');
+
+/** The module options with every default filled in. */
+export type ResolvedIdempotencyOptions = Required<
+  Pick<
+    IdempotencyModuleOptions,
+    'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds' | 'failedTtlSeconds' | 'keyHeader'
+  >
+> &
+  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds'> & {
+    replayHeaders: string[];
+    replayCacheEntries: number;
+    failOnStartup: boolean;
+    storeIf: StoreIf;
+    /** Set when `encryption` is. */
+    sealer?: ResponseSealer;
+  };
+
+/** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */
+export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdempotencyOptions {
+  const where = 'IdempotencyModule';
+  const seconds = (name: SecondsOption | 'failedTtlSeconds', fallback: number) =>
+    positiveSeconds(name, options[name] ?? fallback, where);
+  const cache = options.replayCache;
+  const clockSkewSeconds = explicitClockSkew(options.clockSkewSeconds, where);
+  validateCallSettings({ storeIf: options.storeIf, pendingTtlSeconds: options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS }, where, clockSkewSeconds);
+  return {
+    clockSkewSeconds,
+    tableName: options.tableName ?? DEFAULT_TABLE_NAME,
+    ttlSeconds: seconds('ttlSeconds', DEFAULT_TTL_SECONDS),
+    pendingTtlSeconds: seconds('pendingTtlSeconds', DEFAULT_PENDING_TTL_SECONDS),
+    maxLeaseSeconds: seconds('maxLeaseSeconds', DEFAULT_MAX_LEASE_SECONDS),
+    retryAfterSeconds: seconds('retryAfterSeconds', DEFAULT_RETRY_AFTER_SECONDS),
+    failedTtlSeconds: seconds('failedTtlSeconds', DEFAULT_FAILED_TTL_SECONDS),
+    keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
+    scope: options.scope,
+    failOnStartup: options.failOnStartup ?? true,
+    storeIf: options.storeIf ?? defaultStoreIf,
+    sealer: ResponseSealer.from(options.encryption, where),
+    reconcileIntervalSeconds:
+      options.reconcileIntervalSeconds === undefined
+        ? undefined
+        : positiveSeconds('reconcileIntervalSeconds', options.reconcileIntervalSeconds, where),
+    replayHeaders: replayableHeaders(options.replayHeaders ?? DEFAULT_REPLAY_HEADERS, where),
+    replayCacheEntries:
+      cache?.enabled === false
+        ? 0
+        : positiveInteger('replayCache.maxEntries', cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES, where, 'entries'),
+  };
+}
