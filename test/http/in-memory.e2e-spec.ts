@@ -1,13 +1,13 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { post, startApp } from '../support/app';
-import { FakeClock } from '../support/fake-clock';
+import { testClock } from '../support/clock';
 import { paymentsModule, Runs } from './payments.fixture';
 
 describe('the module with the in-memory repository (for users\' own unit tests)', () => {
   it('replays without any DynamoDB behind it', async () => {
     const unreachable = new DynamoDBClient({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1' });
-    const clock = new FakeClock();
+    const clock = testClock();
     const repository = new InMemoryIdempotencyRepository(clock);
     const test = await startApp('express', paymentsModule(unreachable, 'unused', { repository }), { clock });
     try {

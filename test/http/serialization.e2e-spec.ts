@@ -3,7 +3,7 @@ import { APP_INTERCEPTOR } from '@nestjs/core';
 import { Exclude, Expose } from 'class-transformer';
 import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
-import { FakeClock } from '../support/fake-clock';
+import { testClock } from '../support/clock';
 
 class Account {
   id = 'acc_1';
@@ -36,7 +36,7 @@ class AccountsController {
 describe.each(PLATFORMS)('class instances behind a global ClassSerializerInterceptor on %s', (platform) => {
   let test: TestApp;
   beforeAll(async () => {
-    const clock = new FakeClock();
+    const clock = testClock();
     test = await startApp(
       platform,
       {

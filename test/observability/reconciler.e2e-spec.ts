@@ -12,13 +12,14 @@ import {
   ScanInput,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { FakeClock } from '../support/fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from '../support/clock';
 import { createIdempotencyTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 
 const telemetry = registerTestTelemetry();
 
-async function reconcilerOn(repository: IdempotencyRepository, clock: FakeClock, tableName = 'idempotency_keys') {
+async function reconcilerOn(repository: IdempotencyRepository, clock: ManualClock, tableName = 'idempotency_keys') {
   const moduleRef = await Test.createTestingModule({
     imports: [IdempotencyModule.forRoot({ repository, tableName })],
   })
@@ -29,7 +30,7 @@ async function reconcilerOn(repository: IdempotencyRepository, clock: FakeClock,
 }
 
 /** One completed, one stuck (lease passed), one live, one completed past its retention. */
-async function seed(repository: IdempotencyRepository, clock: FakeClock) {
+async function seed(repository: IdempotencyRepository, clock: ManualClock) {
   const claim = async (key: string, leaseSeconds: number) => {
     const result = await repository.claim({ key, fingerprint: 'fp', leaseSeconds });
     if (!result.claimed) throw new Error(`claim of ${key} lost`);
@@ -45,7 +46,7 @@ async function seed(repository: IdempotencyRepository, clock: FakeClock) {
 
 describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) => {
   let dynamo: Dynalite | undefined;
-  let clock: FakeClock;
+  let clock: ManualClock;
   let repository: IdempotencyRepository;
   let tableName: string;
 
@@ -54,7 +55,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
   });
   afterAll(() => dynamo?.stop());
   beforeEach(async () => {
-    clock = new FakeClock();
+    clock = testClock();
     tableName = uniqueTableName();
     if (dynamo) {
       const client = localClient(dynamo.endpoint);

@@ -6,7 +6,8 @@ import {
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { FakeClock } from '../support/fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from '../support/clock';
 import { createIdempotencyTable } from '../support/table';
 
 /**
@@ -36,7 +37,7 @@ interface Model {
 
 interface Real {
   repository: IdempotencyRepository;
-  clock: FakeClock;
+  clock: ManualClock;
   key(index: number): string;
 }
 
@@ -133,12 +134,12 @@ const commands = fc.commands(
   { maxCommands: 40, size: 'medium' },
 );
 
-async function checkModel(create: (clock: FakeClock) => IdempotencyRepository, numRuns: number) {
+async function checkModel(create: (clock: ManualClock) => IdempotencyRepository, numRuns: number) {
   let run = 0;
   await fc.assert(
     fc.asyncProperty(commands, async (cmds) => {
       run += 1;
-      const clock = new FakeClock();
+      const clock = testClock();
       const prefix = `run${run}-${Math.random().toString(36).slice(2)}`;
       const setup = () => ({
         model: { records: new Map(), tokens: new Map() } as Model,

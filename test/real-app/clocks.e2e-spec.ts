@@ -4,7 +4,8 @@ import { Controller, Headers, Post } from '@nestjs/common';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
 import { post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { FakeClock } from '../support/fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from '../support/clock';
 import { createIdempotencyTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 import { Gates } from './gates';
@@ -37,7 +38,7 @@ describe('clock skew between instances', () => {
   const opened: TestApp[] = [];
   const newKey = () => `clocks-${++keys}`;
 
-  const boot = async (clock: FakeClock, module: IdempotencyModuleOptions = {}) => {
+  const boot = async (clock: ManualClock, module: IdempotencyModuleOptions = {}) => {
     const app = await startApp(
       'express',
       {
@@ -64,8 +65,8 @@ describe('clock skew between instances', () => {
 
   /** Two instances, the second's clock `aheadSeconds` ahead of the first's. */
   async function pair(aheadSeconds: number): Promise<[TestApp, TestApp]> {
-    const start = new FakeClock();
-    return [await boot(start), await boot(new FakeClock(start.nowMs() + aheadSeconds * 1000))];
+    const start = testClock();
+    return [await boot(start), await boot(new ManualClock(start.nowMs() + aheadSeconds * 1000))];
   }
 
   it('a clock ahead by less than the skew past the lease end gets 409, never a takeover', async () => {
@@ -109,11 +110,11 @@ describe('clock skew between instances', () => {
   });
 
   it('fails startup naming both settings when clockSkewSeconds is a third of the lease or more', async () => {
-    await expect(boot(new FakeClock(), { clockSkewSeconds: 20, pendingTtlSeconds: 60 })).rejects.toThrow(
+    await expect(boot(testClock(), { clockSkewSeconds: 20, pendingTtlSeconds: 60 })).rejects.toThrow(
       /clockSkewSeconds \(20\) must be less than a third of pendingTtlSeconds \(60\)/,
     );
     // A route's own, shorter lease is checked too, and named.
-    await expect(boot(new FakeClock(), { clockSkewSeconds: 2 })).rejects.toThrow(
+    await expect(boot(testClock(), { clockSkewSeconds: 2 })).rejects.toThrow(
       /ChargesController\.charge: clockSkewSeconds \(2\) must be less than a third of pendingTtlSeconds \(6\)/,
     );
   });

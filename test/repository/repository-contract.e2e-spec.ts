@@ -4,7 +4,7 @@ import { DynamoDbIdempotencyRepository, ensureIdempotencyTable } from 'nestjs-dy
 import { describeRepositoryContract, InMemoryIdempotencyRepository, ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { FakeClock } from '../support/fake-clock';
+import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { CapturedLogs } from '../support/logs';
 
@@ -64,7 +64,7 @@ describe('on dynalite', () => {
     async function completed(body: unknown) {
       const tableName = uniqueTableName();
       await ensureIdempotencyTable(client(), tableName, silent);
-      const repository = new DynamoDbIdempotencyRepository({ client: client(), tableName, clock: new FakeClock() });
+      const repository = new DynamoDbIdempotencyRepository({ client: client(), tableName, clock: testClock() });
       const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
       if (!claim.claimed) throw new Error('claim lost');
       await repository.complete({ key: 'k', claimToken: claim.claimToken, response: { statusCode: 200, headers: {}, body }, ttlSeconds: 60 });

@@ -10,7 +10,8 @@ import {
   IdempotencyStoreThrottledError,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { FakeClock } from '../support/fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { createIdempotencyTable } from '../support/table';
 
@@ -18,7 +19,7 @@ describe('IdempotencyService.execute on dynalite', () => {
   let dynamo: Dynalite;
   let proxy: FaultProxy;
   let service: IdempotencyService;
-  let clock: FakeClock;
+  let clock: ManualClock;
   let keys = 0;
   const newKey = () => `message-${++keys}`;
 
@@ -27,7 +28,7 @@ describe('IdempotencyService.execute on dynalite', () => {
     proxy = await startFaultProxy(dynamo.endpoint);
     const tableName = uniqueTableName();
     await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
-    clock = new FakeClock();
+    clock = testClock();
     const moduleRef = await Test.createTestingModule({
       // No replay cache: every duplicate is answered from what DynamoDB (dynalite) stored and returns.
       imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } })],

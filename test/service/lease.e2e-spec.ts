@@ -14,7 +14,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { fingerprintValue, recordKey } from '../../libs/idempotency/src/keys/fingerprint';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { FakeClock } from '../support/fake-clock';
+import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { createIdempotencyTable, scanTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
@@ -173,7 +173,7 @@ describe('lease renewal', () => {
 describe('Retry-After and the claim condition agree', () => {
   it('tells a duplicate retryAfterSeconds, never past the moment the lease can be taken over, and that moment works', async () => {
     const tableName = await newTable();
-    const clock = new FakeClock();
+    const clock = testClock();
     const service = await instance(tableName, { retryAfterSeconds: 10 }, { clock });
     // A crashed owner: its claim (5 s lease) is in the table and nobody renews it.
     const key = 'crashed-owner';
@@ -204,7 +204,7 @@ describe('Retry-After and the claim condition agree', () => {
 
 describe('the replay cache never outlives the record', () => {
   it('expires a cached result at the expires_at that was written, not at a time taken after the write returned', async () => {
-    const clock = new FakeClock();
+    const clock = testClock();
     const inner = new InMemoryIdempotencyRepository(clock);
     // A completion that takes 5 s to come back: the clock moves on while it is in flight.
     const slowToAnswer = Object.assign(Object.create(inner) as InMemoryIdempotencyRepository, {

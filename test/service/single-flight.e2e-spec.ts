@@ -8,7 +8,8 @@ import {
   IdempotencyService,
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
-import { FakeClock } from '../support/fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from '../support/clock';
 
 /**
  * Single-flight in one process: concurrent calls for a key share one claim, and the flight a call joins is the
@@ -17,12 +18,12 @@ import { FakeClock } from '../support/fake-clock';
 describe('single-flight', () => {
   let context: INestApplicationContext;
   let service: IdempotencyService;
-  let clock: FakeClock;
+  let clock: ManualClock;
   let claims: jest.SpyInstance;
   let renewals: jest.SpyInstance;
 
   beforeEach(async () => {
-    clock = new FakeClock();
+    clock = testClock();
     const repository = new InMemoryIdempotencyRepository(clock);
     claims = jest.spyOn(repository, 'claim');
     renewals = jest.spyOn(repository, 'renew');

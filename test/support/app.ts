@@ -4,7 +4,8 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { IdempotencyClock } from 'nestjs-dynamodb-idempotency';
-import { FakeClock } from './fake-clock';
+import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { testClock } from './clock';
 
 export type Platform = 'express' | 'fastify';
 export const PLATFORMS: Platform[] = ['express', 'fastify'];
@@ -12,24 +13,26 @@ export const PLATFORMS: Platform[] = ['express', 'fastify'];
 export interface TestApp {
   app: INestApplication;
   url: string;
-  clock: FakeClock;
+  /** The module's clock (`realTime`: none; reading it throws). */
+  clock: ManualClock;
   get<T>(token: Type<T> | (abstract new (...args: never[]) => T)): T;
   close(): Promise<void>;
 }
 
 /**
- * Boots a module on a real HTTP listener (loopback, free port) with a fake clock for the idempotency module
- * (`realTime` keeps the wall clock; `clock` is one the test also gives its repository). `configure` runs before the
- * app starts (global interceptors, versioning).
+ * Boots a module on a real HTTP listener (loopback, free port) with a test clock for the idempotency module
+ * (`realTime` keeps the module's wall clock; `clock` is one the test also gives its repository). `configure` runs
+ * before the app starts (global interceptors, versioning).
  */
 export async function startApp(
   platform: Platform,
   metadata: ModuleMetadata,
-  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: FakeClock; rawBody?: boolean } = {},
+  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: ManualClock; rawBody?: boolean } = {},
 ): Promise<TestApp> {
   const { configure = () => undefined, realTime = false } = options;
-  const clock = options.clock ?? (realTime ? new WallClock() : new FakeClock());
-  const moduleRef = await Test.createTestingModule(metadata).overrideProvider(IdempotencyClock).useValue(clock).compile();
+  const clock = options.clock ?? (realTime ? undefined : testClock());
+  const builder = Test.createTestingModule(metadata);
+  const moduleRef = await (clock ? builder.overrideProvider(IdempotencyClock).useValue(clock) : builder).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
     logger: false,
     rawBody: options.rawBody,
@@ -40,21 +43,13 @@ export async function startApp(
   return {
     app,
     url: `http://127.0.0.1:${port}`,
-    clock,
+    get clock(): ManualClock {
+      if (!clock) throw new Error('this app runs in real time: it has no test clock');
+      return clock;
+    },
     get: (token) => app.get(token as Type),
     close: () => app.close(),
   };
-}
-
-/** The wall clock, with the fake clock's interface (moving it is refused). */
-class WallClock extends FakeClock {
-  override nowMs(): number {
-    return Date.now();
-  }
-
-  override advanceSeconds(): void {
-    throw new Error('this app runs in real time');
-  }
 }
 
 /** A POST with a JSON body and optional idempotency key; returns status, headers and the raw body text. */

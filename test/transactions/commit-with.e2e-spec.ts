@@ -13,7 +13,7 @@ import { runTableCli } from '../../libs/idempotency/src/cli/table-cli';
 import { post, startApp, TestApp } from '../support/app';
 import { localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { FakeClock } from '../support/fake-clock';
+import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { createIdempotencyTable, scanTable } from '../support/table';
 import { ShopRuns, shopModule } from './shop.fixture';
@@ -141,7 +141,7 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
   });
 
   it('lets DynamoDB answer a re-sent transaction that had committed unseen (ClientRequestToken from the claim)', async () => {
-    const repository = new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName, clock: new FakeClock() });
+    const repository = new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName, clock: testClock() });
     const id = newId();
     const key = `commit-retry-${id}`;
     const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
@@ -256,7 +256,7 @@ describe('IdempotencyContext', () => {
   let repository: InMemoryIdempotencyRepository;
   let test: TestApp;
   beforeEach(async () => {
-    const clock = new FakeClock();
+    const clock = testClock();
     repository = new InMemoryIdempotencyRepository(clock);
     test = await startApp('express', shopModule({} as DynamoDBClient, 'unused', 'orders', { repository }), { clock });
   });

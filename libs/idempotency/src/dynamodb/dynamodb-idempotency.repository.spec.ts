@@ -10,7 +10,7 @@ import {
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
-import { IdempotencyClock } from '../idempotency.clock';
+import { ManualClock } from '../testing/manual-clock';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository';
@@ -19,13 +19,6 @@ import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository
  * What dynalite can't show: the ALL_OLD item on a failed condition, throttling after the SDK's retries,
  * an item that vanishes between the failed claim and the read, network faults.
  */
-/** Stands at NOW until a test moves it (`ms`). */
-class SetClock extends IdempotencyClock {
-  ms = 1_800_000_000_000;
-  nowMs() {
-    return this.ms;
-  }
-}
 const NOW = 1_800_000_000;
 
 const conditionFailed = (item?: Record<string, unknown>) =>
@@ -38,7 +31,7 @@ const conditionFailed = (item?: Record<string, unknown>) =>
 function mockedRepository(telemetry?: IdempotencyTelemetry) {
   const documents = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1' }));
   const send = jest.spyOn(documents, 'send');
-  const clock = new SetClock();
+  const clock = new ManualClock(NOW * 1000);
   const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock, telemetry });
   const sent = () => send.mock.calls.map(([command]) => command.constructor.name);
   return { repository, send, sent, clock };
@@ -219,7 +212,7 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     send.mockRejectedValueOnce(cancelled('None', 'ThrottlingError') as never).mockResolvedValueOnce({} as never);
     const writes = [write('order-1')];
     await expect(complete(repository, writes)).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
-    clock.ms += 5_000;
+    clock.advanceSeconds(5);
     await expect(complete(repository, writes)).resolves.toEqual({ ok: true, expiresAt: NOW + 60 });
     const [first, retried] = send.mock.calls.map(([command]) => (command as TransactWriteCommand).input);
     expect(retried).toEqual(first);
@@ -341,7 +334,7 @@ function clientAnswering(answer: () => { statusCode: number; type: string } | Er
       },
     } as never,
   });
-  return { calls, repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new SetClock() }) };
+  return { calls, repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new ManualClock(NOW * 1000) }) };
 }
 
 describe('DynamoDbIdempotencyRepository store faults', () => {
