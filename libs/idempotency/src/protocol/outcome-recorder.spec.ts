@@ -1,0 +1,116 @@
+import { IdempotencyCommitRejectedError, IdempotencyLeaseLostError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { resolveOptions } from '../options/resolved-options';
+import { callPolicy } from '../options/route-settings';
+import { CompleteInput, CompleteResult } from '../repository/idempotency.repository';
+import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
+import { ManualClock } from '../testing/manual-clock';
+import { OutcomeRecorder } from './outcome-recorder';
+import { ProtectedCall } from './protected-call';
+import { ReplayCache } from './replay-cache';
+
+/** The in-memory store, with completions that can fail as a store fault a given number of times. */
+class FlakyRepository extends InMemoryIdempotencyRepository {
+  faults = 0;
+  completions = 0;
+
+  override async complete(input: CompleteInput): Promise<CompleteResult> {
+    this.completions += 1;
+    if (this.faults > 0) {
+      this.faults -= 1;
+      throw new IdempotencyStoreUnavailableError('complete', 'ECONNRESET');
+    }
+    return super.complete(input);
+  }
+}
+
+const stored = { statusCode: 201, headers: {}, body: { id: 1 } };
+
+describe('OutcomeRecorder', () => {
+  let clock: ManualClock;
+  let repository: FlakyRepository;
+  let telemetry: IdempotencyTelemetry;
+  let cache: ReplayCache;
+  let recorder: OutcomeRecorder;
+  const call: ProtectedCall = { recordKey: 'k', fingerprint: 'fp', ...callPolicy({}, resolveOptions({})) };
+
+  beforeEach(() => {
+    clock = new ManualClock();
+    repository = new FlakyRepository(clock);
+    telemetry = new IdempotencyTelemetry();
+    cache = new ReplayCache(10);
+    recorder = new OutcomeRecorder({ repository, clock, telemetry, cache, failedTtlSeconds: 300 });
+  });
+
+  const claimed = async () => {
+    const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    if (!claim.claimed) throw new Error('not claimed');
+    return claim.claimToken;
+  };
+
+  it('completes a final outcome, keeps it in the replay cache, and counts the call executed', async () => {
+    const requests = jest.spyOn(telemetry, 'request');
+    await recorder.settle(call, await claimed(), stored);
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: stored, expiresAt: clock.nowSeconds() + 86_400 });
+    expect(cache.get('k', clock.nowSeconds())).toMatchObject({ fingerprint: 'fp', response: stored });
+    expect(requests).toHaveBeenCalledWith('executed');
+  });
+
+  it('releases the key (FAILED, claimable at once) when the outcome is not final', async () => {
+    await recorder.settle(call, await claimed(), undefined);
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED', expiresAt: clock.nowSeconds() + 300 });
+    expect((await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(true);
+  });
+
+  it('counts a completion refused because another claim took over as lease_lost, and leaves its record alone', async () => {
+    const token = await claimed();
+    clock.advanceSeconds(61);
+    const successor = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    const requests = jest.spyOn(telemetry, 'request');
+    await recorder.settle(call, token, stored);
+    expect(requests).toHaveBeenCalledWith('lease_lost');
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'PENDING', claimToken: successor.claimed && successor.claimToken });
+    expect(cache.size).toBe(0);
+  });
+
+  it('counts a re-execution when the successor had already completed the key', async () => {
+    const token = await claimed();
+    clock.advanceSeconds(61);
+    const successor = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    if (!successor.claimed) throw new Error('not claimed');
+    await repository.complete({ key: 'k', claimToken: successor.claimToken, response: stored, ttlSeconds: 60 });
+    const reexecuted = jest.spyOn(telemetry, 'reexecutionDetected');
+    await recorder.settle(call, token, stored);
+    expect(reexecuted).toHaveBeenCalledTimes(1);
+  });
+
+  it('retries a completion through a store fault', async () => {
+    repository.faults = 1;
+    await recorder.settle(call, await claimed(), stored);
+    expect(repository.completions).toBe(2);
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED' });
+  });
+
+  it('commits the writes with the completion, and hands the result back', async () => {
+    const writes = [{ Put: { TableName: 'orders', Item: { id: 'o-1' } } }];
+    await expect(recorder.commit(call, await claimed(), stored, writes, 'result')).resolves.toBe('result');
+    expect(repository.commits).toEqual([{ key: 'k', writes }]);
+  });
+
+  it('answers a commit whose lease was taken over with lease lost (409 in flight), nothing written', async () => {
+    const token = await claimed();
+    clock.advanceSeconds(61);
+    await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    const writes = [{ Put: { TableName: 'orders', Item: { id: 'o-1' } } }];
+    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+    expect(repository.commits).toEqual([]);
+  });
+
+  it('releases the key and names the write when one of the writes failed its own condition', async () => {
+    const token = await claimed();
+    jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'commit_rejected', writeIndex: 1 });
+    const writes = [{ Put: { TableName: 'orders', Item: {} } }, { Update: { TableName: 'stock', Key: {}, UpdateExpression: 'SET n = n - 1' } }];
+    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toEqual(new IdempotencyCommitRejectedError(1, 'Update on stock'));
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED' });
+  });
+});
