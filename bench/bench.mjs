@@ -26,9 +26,11 @@ const body = JSON.stringify({ item: 'book', quantity: 1 });
 const processes = [];
 process.on('exit', () => processes.forEach((child) => child.kill('SIGKILL')));
 
-
 function start(args, env = {}, nodeArgs = []) {
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -52,14 +54,18 @@ async function waitFor(url, child) {
 
 async function startApp(endpoint, env, nodeArgs = []) {
   const port = await freePort();
-  const child = start(['dist/apps/orders-api/main.js'], {
-    PORT: String(port),
-    MICROSERVICE_PORT: String(await freePort()),
-    DYNAMODB_ENDPOINT: endpoint,
-    BENCH_ROUTES: '1',
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-    ...env,
-  }, nodeArgs);
+  const child = start(
+    ['dist/apps/orders-api/main.js'],
+    {
+      PORT: String(port),
+      MICROSERVICE_PORT: String(await freePort()),
+      DYNAMODB_ENDPOINT: endpoint,
+      BENCH_ROUTES: '1',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
+    },
+    nodeArgs,
+  );
   const url = `http://127.0.0.1:${port}`;
   await waitFor(`${url}/bench/plain`, child);
   // JIT warm-up of the app and of dynalite, on every route, before anything is measured.
@@ -131,7 +137,6 @@ async function load(url, path, keys, duration = DURATION_SECONDS) {
   };
 }
 
-
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
@@ -143,7 +148,11 @@ async function prime(url, path, prefix) {
   for (let i = 0; i < REPLAY_KEYS; i += 20) {
     await Promise.all(
       Array.from({ length: 20 }, (_, j) =>
-        fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': `${prefix}-${i + j}` }, body }),
+        fetch(`${url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': `${prefix}-${i + j}` },
+          body,
+        }),
       ),
     );
   }
@@ -172,7 +181,9 @@ async function interleaved(app, scenario, kind, routes) {
       const { label, app: target, path } = targets[(i + round) % targets.length];
       const run = await once(target, path, kind);
       runs[label].push(run);
-      console.log(`${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`);
+      console.log(
+        `${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`,
+      );
     }
   }
   return { scenario, kind, runs };
@@ -244,7 +255,9 @@ async function profile(endpoint, scenario, kind, env) {
     t += timeDeltas[i];
     if (t < run.window[0] || t > run.window[1]) return;
     const { functionName, url, lineNumber } = byId.get(id).callFrame;
-    const where = url ? `${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|libs)\//, '$1/')}:${lineNumber + 1}` : '';
+    const where = url
+      ? `${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|libs)\//, '$1/')}:${lineNumber + 1}`
+      : '';
     const frame = `${functionName || '(anonymous)'} ${where}`.trim();
     const delta = timeDeltas[i + 1] ?? 0;
     self.set(frame, (self.get(frame) ?? 0) + delta);
@@ -264,7 +277,8 @@ function packageOf(frame) {
   if (location.startsWith('dist/')) return 'the demo app';
   if (location.startsWith('node:')) return 'Node.js (node:*)';
   const pkg = /^((?:@[^/]+\/)?[^/:]+)\//.exec(location)?.[1];
-  if (pkg?.startsWith('@aws-sdk') || pkg?.startsWith('@smithy') || pkg?.startsWith('@aws-crypto')) return 'AWS SDK (@aws-sdk, @smithy)';
+  if (pkg?.startsWith('@aws-sdk') || pkg?.startsWith('@smithy') || pkg?.startsWith('@aws-crypto'))
+    return 'AWS SDK (@aws-sdk, @smithy)';
   if (pkg?.startsWith('@nestjs')) return 'NestJS';
   if (pkg?.startsWith('@aws-lambda-powertools')) return 'Powertools';
   return pkg ?? 'V8 / native (GC, idle, writev, …)';
@@ -276,7 +290,9 @@ function packageOf(frame) {
  * alternated. No network, no app: what the repository adds to (or saves on) the calls, with little noise.
  */
 function repositoryCalls() {
-  const runs = JSON.parse(execFileSync(process.execPath, [new URL('./repository-calls.cjs', import.meta.url).pathname], { encoding: 'utf8' }));
+  const runs = JSON.parse(
+    execFileSync(process.execPath, [new URL('./repository-calls.cjs', import.meta.url).pathname], { encoding: 'utf8' }),
+  );
   const ratios = runs.module.map((micros, i) => micros / runs.floor[i]);
   console.log(`repository calls: module ÷ floor CPU ${range(spread(ratios), f2)}`);
   return { floor: spread(runs.floor), module: spread(runs.module), ratio: spread(ratios), rounds: ratios.length };
@@ -284,7 +300,11 @@ function repositoryCalls() {
 
 async function main() {
   const dynalitePort = await freePort();
-  const dynalite = start([new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname, '--port', String(dynalitePort)]);
+  const dynalite = start([
+    new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname,
+    '--port',
+    String(dynalitePort),
+  ]);
   const endpoint = `http://127.0.0.1:${dynalitePort}`;
   await waitFor(endpoint, dynalite);
   const results = await measure(endpoint);
@@ -292,7 +312,9 @@ async function main() {
   if (ONLY) {
     for (const result of results) {
       for (const other of Object.keys(result.runs).filter((route) => route !== OURS)) {
-        console.log(`${result.scenario} vs ${other}: throughput ${range(ratio(result, other, 'rps'), f2)}, CPU ${range(ratio(result, other, 'cpuMicrosPerRequest'), f2)}`);
+        console.log(
+          `${result.scenario} vs ${other}: throughput ${range(ratio(result, other, 'rps'), f2)}, CPU ${range(ratio(result, other, 'cpuMicrosPerRequest'), f2)}`,
+        );
       }
     }
     process.exit(0);
@@ -305,8 +327,13 @@ async function main() {
     : [];
   dynalite.kill('SIGKILL');
   if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles));
-  const summary = PROFILE ? profileSummary(readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'), profileReport(profiles)) : '';
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), report(results, sdkSide).replace('## Caveats\n', `${summary}## Caveats\n`));
+  const summary = PROFILE
+    ? profileSummary(readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'), profileReport(profiles))
+    : '';
+  writeFileSync(
+    new URL('./RESULTS.md', import.meta.url),
+    report(results, sdkSide).replace('## Caveats\n', `${summary}## Caveats\n`),
+  );
   console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
 }
@@ -317,7 +344,7 @@ const range = ({ median: m, min, max }, format) => `${format(m)} [${format(min)}
 /** Higher is better for throughput, lower for CPU; a spread that crosses 1.0 is a tie. */
 function verdict({ min, max }, higherIsBetter) {
   if (min <= 1 && max >= 1) return 'tie';
-  return (min > 1) === higherIsBetter ? 'better' : 'worse';
+  return min > 1 === higherIsBetter ? 'better' : 'worse';
 }
 
 function report(results, sdkSide) {
@@ -330,15 +357,17 @@ function report(results, sdkSide) {
       return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;
     }),
   );
-  const comparisons = results.filter((result) => result.scenario !== TRACKING).flatMap((result) =>
-    Object.keys(result.runs)
-      .filter((route) => route !== OURS)
-      .map((other) => {
-        const rps = ratio(result, other, 'rps');
-        const cpu = ratio(result, other, 'cpuMicrosPerRequest');
-        return `| ${result.scenario} | \`${other}\` | ${range(rps, f2)} | ${verdict(rps, true)} | ${range(cpu, f2)} | ${verdict(cpu, false)} |`;
-      }),
-  );
+  const comparisons = results
+    .filter((result) => result.scenario !== TRACKING)
+    .flatMap((result) =>
+      Object.keys(result.runs)
+        .filter((route) => route !== OURS)
+        .map((other) => {
+          const rps = ratio(result, other, 'rps');
+          const cpu = ratio(result, other, 'cpuMicrosPerRequest');
+          return `| ${result.scenario} | \`${other}\` | ${range(rps, f2)} | ${verdict(rps, true)} | ${range(cpu, f2)} | ${verdict(cpu, false)} |`;
+        }),
+    );
   const goal = (text, value, target, met) => `| ${text} | ${value} | ${target} | ${met ? 'met' : '**not met**'} |`;
   const goals = [];
   for (const scenario of ['new key every request', 'replays, cache off']) {
@@ -350,10 +379,31 @@ function report(results, sdkSide) {
   }
   const cachedVsPowertools = ratio(find('replays, cache on'), '/bench/powertools', 'rps');
   const cachedVsPlain = ratio(find('replays, cache on'), '/bench/plain', 'rps');
-  goals.push(goal("replays, cache on: throughput ÷ Powertools'", f2(cachedVsPowertools.median), '≥ 1.00', cachedVsPowertools.median >= 1));
-  goals.push(goal("replays, cache on: throughput ÷ the plain route's", f2(cachedVsPlain.median), '≥ 0.80', cachedVsPlain.median >= 0.8));
+  goals.push(
+    goal(
+      "replays, cache on: throughput ÷ Powertools'",
+      f2(cachedVsPowertools.median),
+      '≥ 1.00',
+      cachedVsPowertools.median >= 1,
+    ),
+  );
+  goals.push(
+    goal(
+      "replays, cache on: throughput ÷ the plain route's",
+      f2(cachedVsPlain.median),
+      '≥ 0.80',
+      cachedVsPlain.median >= 0.8,
+    ),
+  );
   const memoryLost = 1 - ratio(find('in-memory store, new key'), '/bench/plain', 'rps').median;
-  goals.push(goal("in-memory store, new key: throughput lost vs the plain route", `${(memoryLost * 100).toFixed(1)} %`, '< 15 %', memoryLost < 0.15));
+  goals.push(
+    goal(
+      'in-memory store, new key: throughput lost vs the plain route',
+      `${(memoryLost * 100).toFixed(1)} %`,
+      '< 15 %',
+      memoryLost < 0.15,
+    ),
+  );
   const calls = (scenario) => f2(median(find(scenario).runs[OURS].map((run) => run.callsPerRequest)));
   const pair = (result, ours, other, text) => {
     const rps = ratio(result, other, 'rps', ours);
@@ -362,17 +412,32 @@ function report(results, sdkSide) {
   };
   const references = [
     ...['new key every request', 'replays, cache off'].map((scenario) =>
-      pair(find(scenario), '/bench/powertools', '/bench/floor', `${scenario}: \`/bench/powertools\` ÷ \`/bench/floor\``),
+      pair(
+        find(scenario),
+        '/bench/powertools',
+        '/bench/floor',
+        `${scenario}: \`/bench/powertools\` ÷ \`/bench/floor\``,
+      ),
     ),
     ...['replays, cache on', 'in-memory store, new key', 'in-memory store, replays'].map((scenario) =>
-      pair(find(scenario), '/bench/intercepted', '/bench/plain', `${scenario}: \`/bench/intercepted\` ÷ \`/bench/plain\``),
+      pair(
+        find(scenario),
+        '/bench/intercepted',
+        '/bench/plain',
+        `${scenario}: \`/bench/intercepted\` ÷ \`/bench/plain\``,
+      ),
     ),
   ];
   const tracking = find(TRACKING);
   const trackingRows = tracking
     ? [
         pair(tracking, OURS, TRACKED_OURS, '`/bench/idempotent`: tracking off ÷ on'),
-        pair(tracking, '/bench/plain', TRACKED_PLAIN, '`/bench/plain` (an unprotected route of the same app): tracking off ÷ on'),
+        pair(
+          tracking,
+          '/bench/plain',
+          TRACKED_PLAIN,
+          '`/bench/plain` (an unprotected route of the same app): tracking off ÷ on',
+        ),
       ]
     : [];
   const cpu = os.cpus();
@@ -517,19 +582,29 @@ ${sections.join('\n\n')}
 export function profileSummary(beforeText, afterText) {
   const parse = (text) =>
     Object.fromEntries(
-      text.split('\n### ').slice(1).map((section) => {
-        const [scenario] = section.split('\n');
-        const cpu = /, (\d+) µs CPU per request/.exec(section)?.[1];
-        const owners = [...section.matchAll(/^\| ([\d.]+ %) \| ([^`|][^|]*) \|$/gm)].map(([, share, owner]) => `${owner.trim()} ${share}`);
-        return [scenario.trim(), { cpu, owners }];
-      }),
+      text
+        .split('\n### ')
+        .slice(1)
+        .map((section) => {
+          const [scenario] = section.split('\n');
+          const cpu = /, (\d+) µs CPU per request/.exec(section)?.[1];
+          const owners = [...section.matchAll(/^\| ([\d.]+ %) \| ([^`|][^|]*) \|$/gm)].map(
+            ([, share, owner]) => `${owner.trim()} ${share}`,
+          );
+          return [scenario.trim(), { cpu, owners }];
+        }),
     );
   const before = parse(beforeText);
   const after = parse(afterText);
   const rows = Object.keys(after).flatMap((scenario) =>
-    [['before', before[scenario]], ['after', after[scenario]]]
+    [
+      ['before', before[scenario]],
+      ['after', after[scenario]],
+    ]
       .filter(([, profile]) => profile)
-      .map(([when, profile]) => `| ${scenario} | ${when} | ${profile.cpu} | ${profile.owners.slice(0, 5).join('; ')} |`),
+      .map(
+        ([when, profile]) => `| ${scenario} | ${when} | ${profile.cpu} | ${profile.owners.slice(0, 5).join('; ')} |`,
+      ),
   );
   return `## Profile, before and after
 

@@ -50,7 +50,15 @@ async function module_(i) {
 (async () => {
   const runs = { floor: [], module: [] };
   for (let round = 0; round <= ROUNDS; round++) {
-    for (const [name, call] of round % 2 ? [['module', module_], ['floor', floor]] : [['floor', floor], ['module', module_]]) {
+    for (const [name, call] of round % 2
+      ? [
+          ['module', module_],
+          ['floor', floor],
+        ]
+      : [
+          ['floor', floor],
+          ['module', module_],
+        ]) {
       const started = process.cpuUsage();
       for (let i = 0; i < CALLS; i++) await call(`${round}-${i}`);
       const used = process.cpuUsage(started);

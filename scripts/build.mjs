@@ -5,7 +5,16 @@
 // never deleted and never half-written: tsc compiles into a fresh directory beside it, then each file that changed is
 // moved into place with one rename (atomic on one filesystem), and files tsc no longer emits are removed last.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +36,10 @@ function compile(project, outDir) {
   mkdirSync(dirname(target), { recursive: true });
   const staging = mkdtempSync(`${target}.building-`);
   try {
-    execFileSync(process.execPath, [tsc, '-p', join(root, project), '--outDir', staging], { stdio: 'inherit', cwd: root });
+    execFileSync(process.execPath, [tsc, '-p', join(root, project), '--outDir', staging], {
+      stdio: 'inherit',
+      cwd: root,
+    });
     const emitted = new Set(files(staging));
     for (const file of emitted) {
       const to = join(target, file);

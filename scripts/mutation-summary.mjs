@@ -20,12 +20,19 @@ for (const [path, file] of Object.entries(report.files).sort(([a], [b]) => a.loc
   totals.undetected += undetected;
   totals.invalid += invalid;
   const score = ((detected / (detected + undetected)) * 100).toFixed(1);
-  rows.push(`| \`${path.replace(/^libs\/idempotency\/src\//, '')}\` | ${score} % | ${killed} | ${timeout} | ${survived} | ${noCoverage} | ${invalid} |`);
+  rows.push(
+    `| \`${path.replace(/^libs\/idempotency\/src\//, '')}\` | ${score} % | ${killed} | ${timeout} | ${survived} | ${noCoverage} | ${invalid} |`,
+  );
   const lines = file.source.split('\n');
   for (const m of file.mutants.filter((m) => m.status === 'Survived' || m.status === 'NoCoverage')) {
     const line = m.location.start.line;
     survivors.push(
-      `| \`${path.replace(/^libs\/idempotency\/src\//, '')}:${line}\` | ${m.status} | ${m.mutatorName} | \`${lines[line - 1].trim().slice(0, 90).replace(/\|/g, '\\|')}\` → \`${String(m.replacement ?? '').replace(/\s+/g, ' ').slice(0, 60).replace(/\|/g, '\\|')}\` |`,
+      `| \`${path.replace(/^libs\/idempotency\/src\//, '')}:${line}\` | ${m.status} | ${m.mutatorName} | \`${lines[line - 1].trim().slice(0, 90).replace(/\|/g, '\\|')}\` → \`${String(
+        m.replacement ?? '',
+      )
+        .replace(/\s+/g, ' ')
+        .slice(0, 60)
+        .replace(/\|/g, '\\|')}\` |`,
     );
   }
 }

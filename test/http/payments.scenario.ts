@@ -19,7 +19,11 @@ export interface PaymentsScenario {
 /** `appEndpoint` lets the app talk through something else (a fault proxy) while the table is set up directly. */
 export async function startPaymentsScenario(
   platform: Platform,
-  options: { appEndpoint?: (dynamo: Dynalite) => Promise<string>; module?: IdempotencyModuleOptions; engine?: Engine } = {},
+  options: {
+    appEndpoint?: (dynamo: Dynalite) => Promise<string>;
+    module?: IdempotencyModuleOptions;
+    engine?: Engine;
+  } = {},
 ): Promise<PaymentsScenario> {
   const dynamo = await startStore(options.engine ?? 'dynalite');
   const client = localClient(dynamo.endpoint);

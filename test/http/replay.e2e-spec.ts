@@ -72,8 +72,15 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
   ])('replays a %s body exactly as first sent', async (kind, status, text) => {
     const key = newKey();
     const exchange = async () => {
-      const response = await fetch(`${test.url}/payments/body/${kind}`, { method: 'POST', headers: { 'Idempotency-Key': key } });
-      return { status: response.status, type: response.headers.get('content-type'), bytes: Buffer.from(await response.arrayBuffer()) };
+      const response = await fetch(`${test.url}/payments/body/${kind}`, {
+        method: 'POST',
+        headers: { 'Idempotency-Key': key },
+      });
+      return {
+        status: response.status,
+        type: response.headers.get('content-type'),
+        bytes: Buffer.from(await response.arrayBuffer()),
+      };
     };
     const first = await exchange();
     const replay = await exchange();
@@ -96,7 +103,11 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
 
   it('treats JSON bodies with reordered keys as the same request', async () => {
     const key = newKey();
-    const first = await post(`${test.url}/payments/body/object`, { a: 1, b: { c: 2, d: 3 } }, { 'Idempotency-Key': key });
+    const first = await post(
+      `${test.url}/payments/body/object`,
+      { a: 1, b: { c: 2, d: 3 } },
+      { 'Idempotency-Key': key },
+    );
     const second = await fetch(`${test.url}/payments/body/object`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'Idempotency-Key': key },
@@ -120,7 +131,11 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
     const response = await post(`${test.url}/payments`, { amount: 1 });
     expect(response.status).toBe(400);
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-    expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.keyMissing, status: 400, title: expect.any(String) });
+    expect(JSON.parse(response.text)).toMatchObject({
+      type: ProblemType.keyMissing,
+      status: 400,
+      title: expect.any(String),
+    });
     expect(runs().of('create')).toBe(before);
   });
 
@@ -148,7 +163,11 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
   });
 
   it('accepts exactly 255 characters', async () => {
-    const response = await post(`${test.url}/payments`, { amount: 255 }, { 'Idempotency-Key': 'k'.repeat(254) + String(keys++ % 10) });
+    const response = await post(
+      `${test.url}/payments`,
+      { amount: 255 },
+      { 'Idempotency-Key': 'k'.repeat(254) + String(keys++ % 10) },
+    );
     expect(response.status).toBe(201);
   });
 
@@ -195,8 +214,8 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
     expect(JSON.parse(duplicate.text)).toMatchObject({ type: ProblemType.responseNotStored, originalStatus: 201 });
     expect(runs().of('huge')).toBe(1);
     const items = await scanTable(client, tableName);
-    expect(items.filter(({ item }) => item.pk.startsWith('POST /payments/huge#')).map(({ item }) => item.status)).toEqual([
-      'COMPLETED',
-    ]);
+    expect(
+      items.filter(({ item }) => item.pk.startsWith('POST /payments/huge#')).map(({ item }) => item.status),
+    ).toEqual(['COMPLETED']);
   });
 });

@@ -16,7 +16,7 @@ describe('table check and health indicator', () => {
   });
   afterAll(() => dynamo.stop());
 
-  it('passes the key schema of a created table but fails on dynalite\'s TTL, saying why', async () => {
+  it("passes the key schema of a created table but fails on dynalite's TTL, saying why", async () => {
     const tableName = uniqueTableName();
     await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
     const check = await checkIdempotencyTable(localClient(dynamo.endpoint), tableName);
@@ -39,16 +39,23 @@ describe('table check and health indicator', () => {
         BillingMode: 'PAY_PER_REQUEST',
       }),
     );
-    expect((await checkIdempotencyTable(client, tableName)).findings[0]).toMatch(/^FAIL: its key is id \(S, HASH\); the module is configured for pk \(S, HASH\)/);
+    expect((await checkIdempotencyTable(client, tableName)).findings[0]).toMatch(
+      /^FAIL: its key is id \(S, HASH\); the module is configured for pk \(S, HASH\)/,
+    );
     const missing = await checkIdempotencyTable(client, 'no_such_table');
-    expect(missing).toEqual({ ok: false, findings: ['FAIL: table no_such_table cannot be described (ResourceNotFoundException)'] });
+    expect(missing).toEqual({
+      ok: false,
+      findings: ['FAIL: table no_such_table cannot be described (ResourceNotFoundException)'],
+    });
   });
 
   it('reports the store up, and down with the DynamoDB error code when the table is missing', async () => {
     const client = localClient(dynamo.endpoint);
     const tableName = uniqueTableName();
     await createIdempotencyTable(client, tableName);
-    const up = await new IdempotencyHealthIndicator(new DynamoDbIdempotencyRepository({ client, tableName })).isHealthy();
+    const up = await new IdempotencyHealthIndicator(
+      new DynamoDbIdempotencyRepository({ client, tableName }),
+    ).isHealthy();
     expect(up).toEqual({ idempotency_store: { status: 'up', latencyMs: expect.any(Number) } });
     const down = await new IdempotencyHealthIndicator(
       new DynamoDbIdempotencyRepository({ client, tableName: 'missing' }),
@@ -78,8 +85,14 @@ describe('the table CLI (npm run table:create / table:check)', () => {
   it('check fails on a missing table, create makes it, check then fails only on TTL (dynalite)', async () => {
     const table = uniqueTableName();
     const where = ['--endpoint', dynamo.endpoint, '--table', table];
-    expect(await cli('table:check', ...where)).toMatchObject({ code: 1, output: expect.stringContaining('ResourceNotFoundException') });
-    expect(await cli('table:create', ...where)).toMatchObject({ code: 0, output: expect.stringContaining(`ready: ${table}`) });
+    expect(await cli('table:check', ...where)).toMatchObject({
+      code: 1,
+      output: expect.stringContaining('ResourceNotFoundException'),
+    });
+    expect(await cli('table:create', ...where)).toMatchObject({
+      code: 0,
+      output: expect.stringContaining(`ready: ${table}`),
+    });
     const check = await cli('table:check', ...where);
     expect(check.code).toBe(1);
     expect(check.output).toContain('ok: key schema is pk (S, HASH)');

@@ -61,9 +61,14 @@ describe('spans and counters', () => {
       metricValue(before, 'idempotency_requests_total', { outcome: 'replayed' }) + 2,
     );
     expect(
-      metricValue(after, 'idempotency_store_call_duration_seconds_count', { operation: 'claim', result: 'ConditionalCheckFailedException' }),
+      metricValue(after, 'idempotency_store_call_duration_seconds_count', {
+        operation: 'claim',
+        result: 'ConditionalCheckFailedException',
+      }),
     ).toBeGreaterThanOrEqual(2);
-    expect(metricValue(after, 'idempotency_store_call_duration_seconds_count', { operation: 'complete', result: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(after, 'idempotency_store_call_duration_seconds_count', { operation: 'complete', result: 'ok' }),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it('counts a handler that ran for a key another claim had completed (the orphaned worker)', async () => {

@@ -20,15 +20,21 @@ describe('orders-api payments consumer (TCP microservice)', () => {
     await api.close();
   });
 
-  const replayed = async () => metricValue(await (await fetch(`${api.url}/metrics`)).text(), 'idempotency_requests_total', { outcome: 'replayed' });
+  const replayed = async () =>
+    metricValue(await (await fetch(`${api.url}/metrics`)).text(), 'idempotency_requests_total', {
+      outcome: 'replayed',
+    });
   const until = async (condition: () => Promise<boolean>) => {
     for (let i = 0; i < 200 && !(await condition()); i++) await new Promise((resolve) => setTimeout(resolve, 25));
   };
 
   it('records a redelivered payment event once', async () => {
-    const created = JSON.parse((await post(`${api.url}/orders`, { item: 'desk', quantity: 1 }, { 'Idempotency-Key': 'paid-order' })).text);
+    const created = JSON.parse(
+      (await post(`${api.url}/orders`, { item: 'desk', quantity: 1 }, { 'Idempotency-Key': 'paid-order' })).text,
+    );
     const message = { messageId: 'msg-1', orderId: created.id, amount: 120 };
-    const orderNow = async () => (await (await fetch(`${api.url}/orders/${created.id}`)).json()) as { payments?: number; paidTotal?: number };
+    const orderNow = async () =>
+      (await (await fetch(`${api.url}/orders/${created.id}`)).json()) as { payments?: number; paidTotal?: number };
 
     await lastValueFrom(client.emit('order.paid', message), { defaultValue: undefined });
     await until(async () => (await orderNow()).payments === 1);
@@ -74,7 +80,9 @@ describe('orders-api payments consumer (TCP microservice)', () => {
 
   it('refuses a reused request id with a different message, and a message without an id', async () => {
     await lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'chair', quantity: 3 }));
-    await expect(lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'sofa', quantity: 1 }))).rejects.toMatchObject({
+    await expect(
+      lastValueFrom(client.send('order.quote', { requestId: 'quote-3', item: 'sofa', quantity: 1 })),
+    ).rejects.toMatchObject({
       type: ProblemType.fingerprintMismatch,
       status: 422,
     });

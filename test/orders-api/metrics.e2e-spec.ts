@@ -57,7 +57,9 @@ describe('orders-api GET /metrics (Prometheus) and GET /health under faults', ()
     expect(requests('store_throttled')).toBe(1);
     // Both duplicates were answered in this process (the replay from the cache, the 409 by joining the running
     // claim): no conditional write was rejected. test/observability counts rejections with the cache off.
-    expect(metricValue(text, 'dynamo_conditional_write_rejected_total', { table: 'idempotency_keys', operation: 'claim' })).toBe(0);
+    expect(
+      metricValue(text, 'dynamo_conditional_write_rejected_total', { table: 'idempotency_keys', operation: 'claim' }),
+    ).toBe(0);
     expect(
       metricValue(text, 'idempotency_store_call_duration_seconds_count', {
         operation: 'claim',

@@ -77,7 +77,12 @@ describe('orders-api demo', () => {
       });
       expect(malformed.status).toBe(400);
       expect(malformed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-      expect(await malformed.json()).toMatchObject({ type: 'about:blank', title: 'Bad Request', status: 400, detail: expect.any(String) });
+      expect(await malformed.json()).toMatchObject({
+        type: 'about:blank',
+        title: 'Bad Request',
+        status: 400,
+        detail: expect.any(String),
+      });
       const valid = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-malformed' });
       expect(valid.status).toBe(201);
       expect(valid.headers.get('idempotent-replayed')).toBeNull();
@@ -95,8 +100,16 @@ describe('orders-api demo', () => {
     let instances: RunningOrdersApi[];
     beforeAll(async () => {
       dynamo = await startDynalite();
-      const env = { PORT: '0', DYNAMODB_ENDPOINT: dynamo.endpoint, ORDERS_TABLE: 'shared_orders', IDEMPOTENCY_TABLE: 'shared_keys' };
-      instances = [await startOrdersApi(configFromEnv(env), { logger: false }), await startOrdersApi(configFromEnv(env), { logger: false })];
+      const env = {
+        PORT: '0',
+        DYNAMODB_ENDPOINT: dynamo.endpoint,
+        ORDERS_TABLE: 'shared_orders',
+        IDEMPOTENCY_TABLE: 'shared_keys',
+      };
+      instances = [
+        await startOrdersApi(configFromEnv(env), { logger: false }),
+        await startOrdersApi(configFromEnv(env), { logger: false }),
+      ];
     });
     afterAll(async () => {
       for (const instance of instances) await instance.close();

@@ -36,7 +36,10 @@ const client = new DynamoDBClient({
 class AppModule {}
 
 async function main() {
-  await ensureIdempotencyTable(client, process.env.IDEMPOTENCY_TABLE ?? 'idempotency_keys', { log: () => {}, warn: () => {} });
+  await ensureIdempotencyTable(client, process.env.IDEMPOTENCY_TABLE ?? 'idempotency_keys', {
+    log: () => {},
+    warn: () => {},
+  });
   const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });
   await app.listen(Number(process.env.PORT), '127.0.0.1');
   console.log('consumer ready');

@@ -44,12 +44,18 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
   it('random keys (UTF-8 text, code points of every kind, raw bytes): accepted exactly when the README says so', async () => {
     const tenant = `hostile-keys-${platform}`;
     const body = JSON.stringify({ amount: 1 }); // one body for every key: a repeated key is a replay, not a mismatch
-    const headers = (key: Buffer): Array<[string, Buffer | string]> => [...json, ['x-tenant', tenant], ['Idempotency-Key', key]];
+    const headers = (key: Buffer): Array<[string, Buffer | string]> => [
+      ...json,
+      ['x-tenant', tenant],
+      ['Idempotency-Key', key],
+    ];
     const keyBytes = fc.oneof(
       fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).map((text) => Buffer.from(text, 'utf8')),
       fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 300 }).map((text) => Buffer.from(text, 'utf8')),
       fc.string({ unit: 'binary', maxLength: 30 }).map((text) => Buffer.from(text.replace(/[\r\n]/g, ''), 'utf8')),
-      fc.uint8Array({ minLength: 0, maxLength: 40 }).map((bytes) => Buffer.from(bytes.filter((b) => b !== 10 && b !== 13))),
+      fc
+        .uint8Array({ minLength: 0, maxLength: 40 })
+        .map((bytes) => Buffer.from(bytes.filter((b) => b !== 10 && b !== 13))),
     );
     const accepted = new Set<string>();
     const seen = { accepted: 0, 'key-invalid': 0, 'refused-by-node': 0 };
@@ -78,7 +84,9 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     expect(seen['refused-by-node']).toBeGreaterThan(5);
     expect(scenario.test.get(Runs).of('create') - runsBefore).toBeLessThanOrEqual(accepted.size);
     for (const key of accepted) {
-      const stored = await scenario.test.get(IdempotencyRepository).get({ key: recordKey('POST /payments', tenant, parseKeyHeader(key)!) });
+      const stored = await scenario.test
+        .get(IdempotencyRepository)
+        .get({ key: recordKey('POST /payments', tenant, parseKeyHeader(key)!) });
       expect(stored?.status).toBe('COMPLETED');
     }
   });
@@ -87,14 +95,23 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     const body = '{"amount":1}';
     const tenKb = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'k'.repeat(10 * 1024)]], body);
     const huge = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'k'.repeat(20 * 1024)]], body);
-    const repeated = await rawPost(url(), '/payments', [...json, ['Idempotency-Key', 'a'], ['Idempotency-Key', 'b']], body);
+    const repeated = await rawPost(
+      url(),
+      '/payments',
+      [...json, ['Idempotency-Key', 'a'], ['Idempotency-Key', 'b']],
+      body,
+    );
     expect(tenKb.status).toBe(400);
     expect(huge.status).toBe(431); // Node's own header size limit, before the app
     expect(repeated.status).toBe(400);
   });
 
   it.each([
-    ['nested 10,000 levels deep', `{"amount":1,"nested":${'['.repeat(10_000)}${']'.repeat(10_000)}}`, 'application/json'],
+    [
+      'nested 10,000 levels deep',
+      `{"amount":1,"nested":${'['.repeat(10_000)}${']'.repeat(10_000)}}`,
+      'application/json',
+    ],
     ['nested 65 levels deep', `{"amount":1,"nested":${'['.repeat(65)}${']'.repeat(65)}}`, 'application/json'],
     ['invalid JSON', '{"amount":', 'application/json'],
     ['2 MB of JSON', JSON.stringify({ amount: 1, pad: 'x'.repeat(2 * 1024 * 1024) }), 'application/json'],
@@ -103,7 +120,15 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     ['binary', '\u0000\u0001\u0002', 'application/octet-stream'],
   ])('a body that is %s: refused, the key is not left PENDING and is usable afterwards', async (_, body, type) => {
     const key = `hostile-${platform}-${type}-${body.length}`;
-    const response = await rawPost(url(), '/payments', [['Content-Type', type], ['Idempotency-Key', key]], body);
+    const response = await rawPost(
+      url(),
+      '/payments',
+      [
+        ['Content-Type', type],
+        ['Idempotency-Key', key],
+      ],
+      body,
+    );
     if (platform === 'express' && (type === 'text/plain' || type === 'application/octet-stream')) {
       // No parser for it on this app: the server's configuration, not the client's input (Fastify answers 415 itself).
       expect(response.status).toBe(500);
@@ -112,12 +137,13 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
       expect(response.status).toBeGreaterThanOrEqual(400);
       expect(response.status).toBeLessThan(500);
     }
-    const record = await scenario.test.get(IdempotencyRepository).get({ key: recordKey('POST /payments', undefined, key) });
+    const record = await scenario.test
+      .get(IdempotencyRepository)
+      .get({ key: recordKey('POST /payments', undefined, key) });
     expect(record?.status).not.toBe('PENDING');
     const runsBefore = scenario.test.get(Runs).of('create');
     const valid = await post(`${url()}/payments`, { amount: 5 }, { 'Idempotency-Key': key });
     expect(valid.status).toBe(201);
     expect(scenario.test.get(Runs).of('create')).toBe(runsBefore + 1);
   });
-
 });

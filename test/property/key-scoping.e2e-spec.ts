@@ -24,7 +24,9 @@ describe('key scoping', () => {
             post(`${scenario.test.url}/payments`, { amount }, { 'Idempotency-Key': sharedKey, 'x-tenant': who });
           const firsts = await Promise.all(tenants.map(call));
           const ids = firsts.map((response) => JSON.parse(response.text).id);
-          expect(firsts.every((response) => response.status === 201 && response.headers.get('idempotent-replayed') === null)).toBe(true);
+          expect(
+            firsts.every((response) => response.status === 201 && response.headers.get('idempotent-replayed') === null),
+          ).toBe(true);
           expect(new Set(ids).size).toBe(tenants.length);
           const replays = await Promise.all(tenants.map(call));
           replays.forEach((replay, i) => {

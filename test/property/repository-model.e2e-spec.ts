@@ -57,13 +57,20 @@ async function expectMatches(model: Model, real: Real, key: number): Promise<Ide
     expect(stored).toBeUndefined();
     return stored;
   }
-  expect(stored).toMatchObject({ status: expected.status, claimToken: expected.claimToken, expiresAt: expected.expiresAt });
+  expect(stored).toMatchObject({
+    status: expected.status,
+    claimToken: expected.claimToken,
+    expiresAt: expected.expiresAt,
+  });
   if (expected.body !== undefined) expect(stored?.response?.body).toBe(expected.body);
   return stored;
 }
 
 class Claim implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly worker: number, readonly key: number) {}
+  constructor(
+    readonly worker: number,
+    readonly key: number,
+  ) {}
   check = () => true;
   async run(model: Model, real: Real) {
     const now = real.clock.nowSeconds();
@@ -82,7 +89,11 @@ class Claim implements fc.AsyncCommand<Model, Real> {
 }
 
 class Settle implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly worker: number, readonly key: number, readonly outcome: 'complete' | 'fail') {}
+  constructor(
+    readonly worker: number,
+    readonly key: number,
+    readonly outcome: 'complete' | 'fail',
+  ) {}
   check = (model: Readonly<Model>) => model.tokens.has(`${this.worker}:${this.key}`);
   async run(model: Model, real: Real) {
     const now = real.clock.nowSeconds();

@@ -14,7 +14,13 @@ function typescriptBlocks(markdown: string): { line: number; code: string }[] {
     const indent = open[1].length;
     const start = i + 1;
     while (i + 1 < lines.length && !/^\s*```\s*$/.test(lines[i + 1])) i++;
-    blocks.push({ line: start + 1, code: lines.slice(start, i + 1).map((line) => line.slice(indent)).join('\n') });
+    blocks.push({
+      line: start + 1,
+      code: lines
+        .slice(start, i + 1)
+        .map((line) => line.slice(indent))
+        .join('\n'),
+    });
     i++;
   }
   return blocks;
@@ -26,7 +32,9 @@ function typescriptBlocks(markdown: string): { line: number; code: string }[] {
  * packages resolve from its node_modules.
  */
 function diagnostics(blocks: { line: number; code: string }[]): string[] {
-  const files = new Map(blocks.map((block) => [join(ROOT, 'test', 'readme', `README.md-line-${block.line}.ts`), block.code]));
+  const files = new Map(
+    blocks.map((block) => [join(ROOT, 'test', 'readme', `README.md-line-${block.line}.ts`), block.code]),
+  );
   const options: ts.CompilerOptions = {
     target: ts.ScriptTarget.ES2022,
     module: ts.ModuleKind.ES2022,

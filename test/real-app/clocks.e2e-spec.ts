@@ -42,7 +42,15 @@ describe('clock skew between instances', () => {
     const app = await startApp(
       'express',
       {
-        imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false }, clockSkewSeconds: SKEW_SECONDS, ...module })],
+        imports: [
+          IdempotencyModule.forRoot({
+            client,
+            tableName,
+            replayCache: { enabled: false },
+            clockSkewSeconds: SKEW_SECONDS,
+            ...module,
+          }),
+        ],
         controllers: [ChargesController],
         providers: [Gates],
       },
@@ -81,7 +89,9 @@ describe('clock skew between instances', () => {
     Gates.release(key);
     expect((await owner).status).toBe(201);
     await untilStatus(client, tableName, 'POST /charges', key, 'COMPLETED');
-    expect((await post(`${b.url}/charges`, {}, { 'Idempotency-Key': key })).headers.get('idempotent-replayed')).toBe('true');
+    expect((await post(`${b.url}/charges`, {}, { 'Idempotency-Key': key })).headers.get('idempotent-replayed')).toBe(
+      'true',
+    );
   });
 
   it('a clock ahead by more takes over, and the takeover is detected: renewal refused, lease_lost, re-execution counted', async () => {
@@ -103,7 +113,8 @@ describe('clock skew between instances', () => {
     expect((await owner).status).toBe(201);
 
     const after = await telemetry.scrape();
-    const grew = (name: string, labels: Record<string, string> = {}) => metricValue(after, name, labels) - metricValue(before, name, labels);
+    const grew = (name: string, labels: Record<string, string> = {}) =>
+      metricValue(after, name, labels) - metricValue(before, name, labels);
     expect(grew('dedup_lease_renewal_refused_total')).toBe(1);
     expect(grew('idempotency_requests_total', { outcome: 'lease_lost' })).toBe(1);
     expect(grew('dedup_duplicate_reexecution_total')).toBe(1);

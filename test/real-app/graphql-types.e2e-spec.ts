@@ -145,7 +145,11 @@ describe.each([
 
   const graphqlModule = () =>
     platform === 'express'
-      ? GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true, context: ({ req, res }: never) => ({ req, res }) })
+      ? GraphQLModule.forRoot<ApolloDriverConfig>({
+          driver: ApolloDriver,
+          autoSchemaFile: true,
+          context: ({ req, res }: never) => ({ req, res }),
+        })
       : // cache: false: Mercurius loads its query cache with a dynamic import(), which Jest's CommonJS sandbox refuses.
         GraphQLModule.forRoot<MercuriusDriverConfig>({ driver: MercuriusDriver, autoSchemaFile: true, cache: false });
 
@@ -176,13 +180,21 @@ describe.each([
     await dynamo.stop();
   });
 
-  async function graphql(app: TestApp, query: string, variables: Record<string, unknown>, headers: Record<string, string> = {}) {
+  async function graphql(
+    app: TestApp,
+    query: string,
+    variables: Record<string, unknown>,
+    headers: Record<string, string> = {},
+  ) {
     const response = await fetch(`${app.url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify({ query, variables }),
     });
-    const body = (await response.json()) as { data?: Record<string, any> | null; errors?: Array<{ message: string; extensions?: Record<string, any> }> };
+    const body = (await response.json()) as {
+      data?: Record<string, any> | null;
+      errors?: Array<{ message: string; extensions?: Record<string, any> }>;
+    };
     return { replayed: response.headers.get('idempotent-replayed'), ...body };
   }
 
@@ -196,7 +208,10 @@ describe.each([
       paidAt: expect.any(Number),
       currency: 'EUR',
       amountFormatted: '12.00 EUR',
-      items: [{ sku: 'tea', label: 'tea (3.50)' }, { sku: 'cake', label: 'cake (8.50)' }],
+      items: [
+        { sku: 'tea', label: 'tea (3.50)' },
+        { sku: 'cake', label: 'cake (8.50)' },
+      ],
       gift: null,
       note: null,
       metadata: { channel: 'web', tags: ['a', 'b'], nested: { n: 1 } },
@@ -214,9 +229,17 @@ describe.each([
   it('a retry that selects other fields of the type gets them from the stored result', async () => {
     const key = newKey();
     await graphql(a, 'mutation { pay(cents: 800) { id } }', {}, { 'idempotency-key': key });
-    const retry = await graphql(b, 'mutation { pay(cents: 800) { id amountFormatted createdAt items { addedAt label } } }', {}, { 'idempotency-key': key });
+    const retry = await graphql(
+      b,
+      'mutation { pay(cents: 800) { id amountFormatted createdAt items { addedAt label } } }',
+      {},
+      { 'idempotency-key': key },
+    );
     expect(retry.errors).toBeUndefined();
-    expect(retry.data?.pay).toMatchObject({ amountFormatted: '8.00 EUR', items: [{ label: 'tea (3.50)' }, { label: 'cake (4.50)' }] });
+    expect(retry.data?.pay).toMatchObject({
+      amountFormatted: '8.00 EUR',
+      items: [{ label: 'tea (3.50)' }, { label: 'cake (4.50)' }],
+    });
     expect(retry.replayed).toBe('true');
   });
 
@@ -237,7 +260,9 @@ describe.each([
     const other = await graphql(b, PAY, { cents: 700 }, { 'idempotency-key': key, 'x-tenant': 'globex' });
     expect(other.replayed).toBeNull();
     expect(other.data?.pay.id).not.toBe(first.data?.pay.id);
-    expect((await graphql(b, PAY, { cents: 700 }, { 'idempotency-key': key, 'x-tenant': 'acme' })).data).toEqual(first.data);
+    expect((await graphql(b, PAY, { cents: 700 }, { 'idempotency-key': key, 'x-tenant': 'acme' })).data).toEqual(
+      first.data,
+    );
     expect(Runs.count).toBe(before + 2);
   });
 });

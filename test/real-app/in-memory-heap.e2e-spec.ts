@@ -7,9 +7,13 @@ import { join } from 'node:path';
  * gc()); not timed.
  */
 it('after 20,000 distinct keys past their TTL, the heap is back within 10 % of where it started', () => {
-  const output = execFileSync(process.execPath, ['--expose-gc', join(__dirname, '../support/run-ts.cjs'), join(__dirname, 'in-memory-heap.script.ts')], {
-    encoding: 'utf8',
-  });
+  const output = execFileSync(
+    process.execPath,
+    ['--expose-gc', join(__dirname, '../support/run-ts.cjs'), join(__dirname, 'in-memory-heap.script.ts')],
+    {
+      encoding: 'utf8',
+    },
+  );
   const { start, end, sizeAtStart, sizeAtEnd } = JSON.parse(output.trim().split('\n').pop()!);
   expect(sizeAtEnd).toBeLessThanOrEqual(sizeAtStart * 1.1);
   expect(end).toBeLessThanOrEqual(start * 1.1);

@@ -19,7 +19,11 @@ async function stream(prefix: string, count: number): Promise<void> {
     const key = `${prefix}-${i}`;
     const claim = await repository.claim({ key, fingerprint: 'f'.repeat(64), leaseSeconds: 60 });
     if (!claim.claimed) throw new Error(`${key} was not claimed`);
-    const response = { statusCode: 201, headers: { 'content-type': 'application/json' }, body: { id: key, note: 'x'.repeat(200) } };
+    const response = {
+      statusCode: 201,
+      headers: { 'content-type': 'application/json' },
+      body: { id: key, note: 'x'.repeat(200) },
+    };
     await repository.complete({ key, claimToken: claim.claimToken, response, ttlSeconds: TTL_SECONDS });
     if (i % KEYS_PER_SECOND === KEYS_PER_SECOND - 1) clock.advanceSeconds(1);
   }

@@ -49,9 +49,17 @@ class ChargesController {
 /** A POST through node:http: fetch refuses to hand back a 407 (it takes it as its own proxy's challenge). */
 function postStatus(url: string, body: unknown, key: string): Promise<{ status: number; replayed?: string }> {
   return new Promise((resolve, reject) => {
-    const outgoing = request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key } }, (response) => {
-      response.resume().on('end', () => resolve({ status: response.statusCode!, replayed: response.headers['idempotent-replayed'] as string }));
-    });
+    const outgoing = request(
+      url,
+      { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key } },
+      (response) => {
+        response
+          .resume()
+          .on('end', () =>
+            resolve({ status: response.statusCode!, replayed: response.headers['idempotent-replayed'] as string }),
+          );
+      },
+    );
     outgoing.on('error', reject).end(JSON.stringify(body));
   });
 }
@@ -69,7 +77,12 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
   const boot = (table: string, endpoint = proxy.endpoint) =>
     startApp(platform, {
       imports: [
-        IdempotencyModule.forRoot({ client: localClient(endpoint), tableName: table, replayCache: { enabled: false }, failOnStartup: false }),
+        IdempotencyModule.forRoot({
+          client: localClient(endpoint),
+          tableName: table,
+          replayCache: { enabled: false },
+          failOnStartup: false,
+        }),
       ],
       controllers: [ChargesController],
       providers: [RunsByKey],
@@ -95,12 +108,15 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
     await dynamo.stop();
   });
 
-  it.each([401, 407])('a %i is not final: the client may retry with the same key after refreshing its credentials', async (status) => {
-    const key = newKey();
-    expect(await postStatus(`${app.url}/charges`, { outcome: status }, key)).toEqual({ status });
-    expect(await postStatus(`${app.url}/charges`, { outcome: status }, key)).toEqual({ status }); // not a replay
-    expect(RunsByKey.of(key)).toBe(2);
-  });
+  it.each([401, 407])(
+    'a %i is not final: the client may retry with the same key after refreshing its credentials',
+    async (status) => {
+      const key = newKey();
+      expect(await postStatus(`${app.url}/charges`, { outcome: status }, key)).toEqual({ status });
+      expect(await postStatus(`${app.url}/charges`, { outcome: status }, key)).toEqual({ status }); // not a replay
+      expect(RunsByKey.of(key)).toBe(2);
+    },
+  );
 
   it('a 403 stays final (the rest of defaultStoreIf)', async () => {
     const key = newKey();
@@ -124,12 +140,16 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
     '%s on the claim: 500 store-misconfigured without Retry-After, logged with the fix, counted apart; the handler does not run',
     async (type) => {
       const key = newKey();
-      const before = metricValue(await telemetry.scrape(), 'idempotency_requests_total', { outcome: 'store_misconfigured' });
+      const before = metricValue(await telemetry.scrape(), 'idempotency_requests_total', {
+        outcome: 'store_misconfigured',
+      });
       proxy.failNext = { operation: 'PutItem', count: 1, type };
       await expectMisconfigured(await post(`${app.url}/charges`, {}, { 'Idempotency-Key': key }), type);
       expect(proxy.failNext.count).toBe(0); // not retried: retrying will not help
       expect(RunsByKey.of(key)).toBe(0);
-      expect(metricValue(await telemetry.scrape(), 'idempotency_requests_total', { outcome: 'store_misconfigured' })).toBe(before + 1);
+      expect(
+        metricValue(await telemetry.scrape(), 'idempotency_requests_total', { outcome: 'store_misconfigured' }),
+      ).toBe(before + 1);
     },
   );
 
@@ -138,8 +158,16 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
     try {
       logs.start();
       const key = newKey();
-      await expectMisconfigured(await post(`${missing.url}/charges`, {}, { 'Idempotency-Key': key }), 'ResourceNotFoundException');
-      expect(logs.at('error').map((entry) => JSON.stringify(entry)).join()).toMatch(/table:create/);
+      await expectMisconfigured(
+        await post(`${missing.url}/charges`, {}, { 'Idempotency-Key': key }),
+        'ResourceNotFoundException',
+      );
+      expect(
+        logs
+          .at('error')
+          .map((entry) => JSON.stringify(entry))
+          .join(),
+      ).toMatch(/table:create/);
       expect(RunsByKey.of(key)).toBe(0);
     } finally {
       await missing.close();
@@ -159,7 +187,12 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
     expect(response.status).toBe(500);
     expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.scopeFailed, status: 500 });
     expect(RunsByKey.of(key)).toBe(0);
-    expect(logs.at('error').map((entry) => JSON.stringify(entry)).join()).toMatch(/POST \/charges\/scoped/);
+    expect(
+      logs
+        .at('error')
+        .map((entry) => JSON.stringify(entry))
+        .join(),
+    ).toMatch(/POST \/charges\/scoped/);
     const scoped = await post(`${app.url}/charges/scoped`, {}, { 'Idempotency-Key': key, 'x-tenant': 'ACME' });
     expect(scoped.status).toBe(201);
   });
@@ -169,6 +202,11 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
     expect(response.status).toBe(400);
     expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.keyInvalid });
     expect(RunsByKey.of('keyed-{"amount":1}')).toBe(0);
-    expect(logs.at('warn').map((entry) => JSON.stringify(entry)).join()).toMatch(/POST \/charges\/keyed/);
+    expect(
+      logs
+        .at('warn')
+        .map((entry) => JSON.stringify(entry))
+        .join(),
+    ).toMatch(/POST \/charges\/keyed/);
   });
 });

@@ -5,9 +5,19 @@ import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
 import { decodeStoredResponse } from '../../libs/idempotency/src/response/stored-response.codec';
 
 /** The item of a route's key as DynamoDB holds it, its response decoded; undefined while there is none. */
-export async function readRecord(client: DynamoDBClient, tableName: string, route: string, key: string, scope?: string) {
+export async function readRecord(
+  client: DynamoDBClient,
+  tableName: string,
+  route: string,
+  key: string,
+  scope?: string,
+) {
   const { Item } = await client.send(
-    new GetItemCommand({ TableName: tableName, Key: { pk: { S: recordKey(route, scope, key) } }, ConsistentRead: true }),
+    new GetItemCommand({
+      TableName: tableName,
+      Key: { pk: { S: recordKey(route, scope, key) } },
+      ConsistentRead: true,
+    }),
   );
   if (!Item) return undefined;
   const item = unmarshall(Item) as Record<string, any>;
@@ -31,7 +41,8 @@ export async function untilStatus(
   for (;;) {
     const record = await readRecord(client, tableName, route, key);
     if (record?.status === status) return record;
-    if (Date.now() > deadline) throw new Error(`${route} ${key}: still ${record?.status ?? 'absent'} after ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`${route} ${key}: still ${record?.status ?? 'absent'} after ${timeoutMs} ms`);
     await sleep(20);
   }
 }

@@ -18,7 +18,8 @@ class LinksController {
   @Idempotent()
   create(@Headers('idempotency-key') key: string, @Res({ passthrough: true }) response: any) {
     const links = ['</orders/1>; rel="self"', '</orders/1/items>; rel="items"'];
-    if (typeof response.append === 'function') for (const link of links) response.append('Link', link); // Express
+    if (typeof response.append === 'function')
+      for (const link of links) response.append('Link', link); // Express
     else response.header('link', links); // Fastify: several values at once
     response.header('vary', ['Accept', 'Accept-Language']);
     response.header('set-cookie', `session=${key}; HttpOnly`);
@@ -31,7 +32,8 @@ function rawPost(url: string, key: string): Promise<{ status: number; lines: [st
   return new Promise((resolve, reject) => {
     const outgoing = request(`${url}/links`, { method: 'POST', headers: { 'idempotency-key': key } }, (response) => {
       const lines: [string, string][] = [];
-      for (let i = 0; i < response.rawHeaders.length; i += 2) lines.push([response.rawHeaders[i].toLowerCase(), response.rawHeaders[i + 1]]);
+      for (let i = 0; i < response.rawHeaders.length; i += 2)
+        lines.push([response.rawHeaders[i].toLowerCase(), response.rawHeaders[i + 1]]);
       response.resume().on('end', () => resolve({ status: response.statusCode!, lines }));
     });
     outgoing.on('error', reject).end();
@@ -54,7 +56,12 @@ describe.each(PLATFORMS)('replayed headers on %s', (platform: Platform) => {
     const boot = () =>
       startApp(platform, {
         imports: [
-          IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false }, replayHeaders: ['content-type', 'link', 'vary'] }),
+          IdempotencyModule.forRoot({
+            client,
+            tableName,
+            replayCache: { enabled: false },
+            replayHeaders: ['content-type', 'link', 'vary'],
+          }),
         ],
         controllers: [LinksController],
       });
@@ -79,7 +86,8 @@ describe.each(PLATFORMS)('replayed headers on %s', (platform: Platform) => {
 
     const replay = await rawPost(b.url, key);
     expect(replay.lines).toContainEqual(['idempotent-replayed', 'true']);
-    const values = (name: string, lines: [string, string][]) => lines.filter(([header]) => header === name).map(([, value]) => value);
+    const values = (name: string, lines: [string, string][]) =>
+      lines.filter(([header]) => header === name).map(([, value]) => value);
     expect(values('link', replay.lines)).toEqual(values('link', first.lines));
     expect(values('link', replay.lines)).toHaveLength(2);
     expect(values('vary', replay.lines).join(', ')).toBe(values('vary', first.lines).join(', '));
@@ -87,15 +95,24 @@ describe.each(PLATFORMS)('replayed headers on %s', (platform: Platform) => {
     expect(values('set-cookie', replay.lines)).toEqual([]); // … and nobody replaying the key does
   });
 
-  it.each(['set-cookie', 'Authorization', 'proxy-authenticate', 'WWW-Authenticate', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'te', 'trailer'])(
-    'fails startup naming %s when replayHeaders includes it',
-    async (header) => {
-      await expect(
-        startApp(platform, {
-          imports: [IdempotencyModule.forRoot({ client, tableName, replayHeaders: ['content-type', header] })],
-          controllers: [LinksController],
-        }),
-      ).rejects.toThrow(new RegExp(`replayHeaders may not include ${header.toLowerCase()}`));
-    },
-  );
+  it.each([
+    'set-cookie',
+    'Authorization',
+    'proxy-authenticate',
+    'WWW-Authenticate',
+    'connection',
+    'keep-alive',
+    'transfer-encoding',
+    'content-length',
+    'upgrade',
+    'te',
+    'trailer',
+  ])('fails startup naming %s when replayHeaders includes it', async (header) => {
+    await expect(
+      startApp(platform, {
+        imports: [IdempotencyModule.forRoot({ client, tableName, replayHeaders: ['content-type', header] })],
+        controllers: [LinksController],
+      }),
+    ).rejects.toThrow(new RegExp(`replayHeaders may not include ${header.toLowerCase()}`));
+  });
 });

@@ -37,8 +37,12 @@ it('warns at startup naming each GET and HEAD handler, and not the POST', async 
   const warnings = logs.at('warn').map(String);
   logs.stop();
   await moduleRef.close();
-  expect(warnings.filter((line) => line.includes('OrdersController.list: @Idempotent() on a GET route'))).toHaveLength(1);
-  expect(warnings.filter((line) => line.includes('OrdersController.probe: @Idempotent() on a HEAD route'))).toHaveLength(1);
+  expect(warnings.filter((line) => line.includes('OrdersController.list: @Idempotent() on a GET route'))).toHaveLength(
+    1,
+  );
+  expect(
+    warnings.filter((line) => line.includes('OrdersController.probe: @Idempotent() on a HEAD route')),
+  ).toHaveLength(1);
   expect(warnings.some((line) => line.includes('OrdersController.create'))).toBe(false);
 });
 

@@ -35,7 +35,9 @@ class TimeoutInterceptor implements NestInterceptor {
   intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(
       timeout(100),
-      catchError((error) => (error instanceof TimeoutError ? throwError(() => new RequestTimeoutException()) : throwError(() => error))),
+      catchError((error) =>
+        error instanceof TimeoutError ? throwError(() => new RequestTimeoutException()) : throwError(() => error),
+      ),
     );
   }
 }
@@ -172,7 +174,9 @@ describe.each(PLATFORMS)('the stored outcome is the handler’s own, on %s', (pl
       if (expected.location) expect(retry.headers.get('location')).toBe(expected.location(key));
     }
     expect(Gates.runsOf(key)).toBe(1);
-    const warnings = logs.at('warn').filter((entry) => JSON.stringify(entry).includes('answered before the handler finished'));
+    const warnings = logs
+      .at('warn')
+      .filter((entry) => JSON.stringify(entry).includes('answered before the handler finished'));
     expect(warnings).toHaveLength(1);
   }
 

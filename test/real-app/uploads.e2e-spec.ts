@@ -32,7 +32,9 @@ import { createIdempotencyTable } from '../support/table';
 
 // multer ships no types; the test calls its single() middleware only.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const multer = require('multer') as () => { single(field: string): (req: unknown, res: unknown, done: (error?: unknown) => void) => void };
+const multer = require('multer') as () => {
+  single(field: string): (req: unknown, res: unknown, done: (error?: unknown) => void) => void;
+};
 
 /**
  * Everything the handler can read is in the fingerprint, or the request is refused: uploaded files (multer on Express
@@ -123,7 +125,9 @@ class OwnUploadInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const http = context.switchToHttp();
     const read = new Promise<void>((resolve, reject) =>
-      multer().single('file')(http.getRequest(), http.getResponse(), (error: unknown) => (error ? reject(error) : resolve())),
+      multer().single('file')(http.getRequest(), http.getResponse(), (error: unknown) =>
+        error ? reject(error) : resolve(),
+      ),
     );
     return from(read).pipe(switchMap(() => next.handle()));
   }
@@ -190,7 +194,12 @@ async function send(url: string, key: string, body: FormData | string | Buffer, 
     headers: { 'idempotency-key': key, ...(contentType ? { 'content-type': contentType } : {}) },
     body,
   });
-  return { status: response.status, replayed: response.headers.get('idempotent-replayed'), type: response.headers.get('content-type'), text: await response.text() };
+  return {
+    status: response.status,
+    replayed: response.headers.get('idempotent-replayed'),
+    type: response.headers.get('content-type'),
+    text: await response.text(),
+  };
 }
 
 describe('uploads and unparsed bodies on Express', () => {
@@ -251,8 +260,13 @@ describe('uploads and unparsed bodies on Express', () => {
   it('a file of another MIME type or original name is another request', async () => {
     const key = newKey();
     await send(`${a.url}/express/single`, key, form({ file: { name: 'a.txt', bytes: 'same' } }));
-    expect((await send(`${b.url}/express/single`, key, form({ file: { name: 'b.txt', bytes: 'same' } }))).status).toBe(422);
-    expect((await send(`${b.url}/express/single`, key, form({ file: { name: 'a.txt', bytes: 'same', type: 'image/png' } }))).status).toBe(422);
+    expect((await send(`${b.url}/express/single`, key, form({ file: { name: 'b.txt', bytes: 'same' } }))).status).toBe(
+      422,
+    );
+    expect(
+      (await send(`${b.url}/express/single`, key, form({ file: { name: 'a.txt', bytes: 'same', type: 'image/png' } })))
+        .status,
+    ).toBe(422);
     expect(RunsByKey.of(key)).toBe(1);
   });
 
@@ -265,21 +279,29 @@ describe('uploads and unparsed bodies on Express', () => {
   it.each([
     ['text/plain', 'hello'],
     ['application/octet-stream', Buffer.from([1, 2, 3])],
-  ])('a %s body that no parser read is refused with 500 body-unreadable, and the handler does not run', async (type, body) => {
-    const key = newKey();
-    logs.clear();
-    const refused = await send(`${a.url}/express/text`, key, body, type);
-    expect(refused.status).toBe(500);
-    expect(refused.type).toMatch(/^application\/problem\+json/);
-    const problem = JSON.parse(refused.text);
-    expect(problem).toMatchObject({ type: ProblemType.bodyUnreadable, status: 500 });
-    expect(problem.detail).toMatch(/POST \/express\/text/);
-    expect(problem.detail).toMatch(/useBodyParser/);
-    expect(RunsByKey.of(key)).toBe(0);
-    expect(logs.at('error').map((entry) => JSON.stringify(entry)).join()).toMatch(/body-unreadable|nothing parsed/);
-    // Never a replay of a different body: the key was not even claimed.
-    expect((await send(`${b.url}/express/text`, key, body, type)).status).toBe(500);
-  });
+  ])(
+    'a %s body that no parser read is refused with 500 body-unreadable, and the handler does not run',
+    async (type, body) => {
+      const key = newKey();
+      logs.clear();
+      const refused = await send(`${a.url}/express/text`, key, body, type);
+      expect(refused.status).toBe(500);
+      expect(refused.type).toMatch(/^application\/problem\+json/);
+      const problem = JSON.parse(refused.text);
+      expect(problem).toMatchObject({ type: ProblemType.bodyUnreadable, status: 500 });
+      expect(problem.detail).toMatch(/POST \/express\/text/);
+      expect(problem.detail).toMatch(/useBodyParser/);
+      expect(RunsByKey.of(key)).toBe(0);
+      expect(
+        logs
+          .at('error')
+          .map((entry) => JSON.stringify(entry))
+          .join(),
+      ).toMatch(/body-unreadable|nothing parsed/);
+      // Never a replay of a different body: the key was not even claimed.
+      expect((await send(`${b.url}/express/text`, key, body, type)).status).toBe(500);
+    },
+  );
 
   it('with the text and raw parsers enabled, such bodies are fingerprinted: same replays, different is a 422', async () => {
     const [c, d] = [await boot(true), await boot(true)];
@@ -291,7 +313,11 @@ describe('uploads and unparsed bodies on Express', () => {
         const key = newKey();
         const first = await send(`${c.url}/express/text`, key, same, type);
         expect(first.status).toBe(201);
-        expect(await send(`${d.url}/express/text`, key, same, type)).toMatchObject({ status: 201, replayed: 'true', text: first.text });
+        expect(await send(`${d.url}/express/text`, key, same, type)).toMatchObject({
+          status: 201,
+          replayed: 'true',
+          text: first.text,
+        });
         expect((await send(`${d.url}/express/text`, key, other, type)).status).toBe(422);
         expect(RunsByKey.of(key)).toBe(1);
       }
@@ -342,7 +368,10 @@ describe('uploads and unparsed bodies on Fastify', () => {
       },
       {
         configure: (app) =>
-          void (app as NestFastifyApplication).register(require('@fastify/multipart'), attachFieldsToBody ? { attachFieldsToBody: true } : {}),
+          void (app as NestFastifyApplication).register(
+            require('@fastify/multipart'),
+            attachFieldsToBody ? { attachFieldsToBody: true } : {},
+          ),
       },
     );
 
@@ -362,7 +391,11 @@ describe('uploads and unparsed bodies on Fastify', () => {
     const first = await send(`${a.url}/fastify/attached`, key, upload('abcd'));
     expect(first.status).toBe(201);
     expect(JSON.parse(first.text)).toEqual({ file: 'file:receipt.txt:4', note: 'n' });
-    expect(await send(`${b.url}/fastify/attached`, key, upload('abcd'))).toMatchObject({ status: 201, replayed: 'true', text: first.text });
+    expect(await send(`${b.url}/fastify/attached`, key, upload('abcd'))).toMatchObject({
+      status: 201,
+      replayed: 'true',
+      text: first.text,
+    });
     expect((await send(`${b.url}/fastify/attached`, key, upload('abce'))).status).toBe(422);
     expect((await send(`${b.url}/fastify/attached`, key, upload('abcd', 'other'))).status).toBe(422);
     expect(RunsByKey.of(key)).toBe(1);

@@ -11,7 +11,10 @@ const ROOT = join(__dirname, '..', '..');
 /** A child process with its output kept, for error messages. */
 export class Proc {
   output = '';
-  constructor(readonly name: string, readonly child: ChildProcess) {
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
     child.stdout?.on('data', (chunk) => (this.output += chunk));
     child.stderr?.on('data', (chunk) => (this.output += chunk));
   }
@@ -35,7 +38,10 @@ export class Proc {
 }
 
 function start(name: string, args: string[], env: Record<string, string> = {}): Proc {
-  return new Proc(name, spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+  return new Proc(
+    name,
+    spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 async function until(what: string, proc: Proc, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
@@ -63,11 +69,17 @@ export interface StoreProc extends Proc {
  * dynalite as its own process, on the port the system gives it (reported by the process, never guessed
  * beforehand), or on `port` to restart a store where its clients expect it; with `path`, on disk.
  */
-export async function startDynaliteProcess({ port = 0, path }: { port?: number; path?: string } = {}): Promise<StoreProc> {
+export async function startDynaliteProcess({
+  port = 0,
+  path,
+}: { port?: number; path?: string } = {}): Promise<StoreProc> {
   const script =
     "const server = require('dynalite')({ createTableMs: 0, path: process.env.DYNALITE_PATH || undefined });" +
     "server.listen(Number(process.env.DYNALITE_PORT), '127.0.0.1', () => console.log('dynalite on port ' + server.address().port));";
-  const proc = start('dynalite', ['-e', script], { DYNALITE_PORT: String(port), DYNALITE_PATH: path ?? '' }) as StoreProc;
+  const proc = start('dynalite', ['-e', script], {
+    DYNALITE_PORT: String(port),
+    DYNALITE_PATH: path ?? '',
+  }) as StoreProc;
   proc.endpoint = `http://127.0.0.1:${await printed('dynalite', proc, /dynalite on port (\d+)/)}`;
   return proc;
 }
@@ -124,7 +136,11 @@ export async function placeOrder(
         headers: { 'content-type': 'application/json', 'idempotency-key': key },
         body: JSON.stringify(body),
       });
-      answer = { status: response.status, text: await response.text(), replayed: response.headers.get('idempotent-replayed') === 'true' };
+      answer = {
+        status: response.status,
+        text: await response.text(),
+        replayed: response.headers.get('idempotent-replayed') === 'true',
+      };
     } catch {
       answer = { status: 0, text: 'connection failed', replayed: false }; // the instance is down: try again
     }

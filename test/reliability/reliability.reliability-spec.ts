@@ -53,7 +53,9 @@ it('many instances: one order per key, identical answers per key, no 5xx', async
   const sendsPerKey = 8;
   const resolutions = await Promise.all(
     keys.flatMap((key) =>
-      Array.from({ length: sendsPerKey }, (_, send) => placeOrder(apps[send % apps.length].url, key, orderFor(key)).then((r) => ({ key, ...r }))),
+      Array.from({ length: sendsPerKey }, (_, send) =>
+        placeOrder(apps[send % apps.length].url, key, orderFor(key)).then((r) => ({ key, ...r })),
+      ),
     ),
   );
 
@@ -90,7 +92,9 @@ it('crash mid-handler: 409 until the lease passes, then exactly one retry runs',
   await doomed;
 
   const retries = await Promise.all(
-    [survivor, other, survivor, other].map((app, i) => sleep(i * 300).then(() => placeOrder(app.url, key, orderFor(key)))),
+    [survivor, other, survivor, other].map((app, i) =>
+      sleep(i * 300).then(() => placeOrder(app.url, key, orderFor(key))),
+    ),
   );
   const firstRun = Math.min(...retries.map((r) => r.statuses.indexOf(201)).filter((i) => i >= 0));
   const orders = (await ordersIn(endpoint)).filter((order) => order.item === key);
@@ -107,7 +111,7 @@ it('crash mid-handler: 409 until the lease passes, then exactly one retry runs',
   );
 });
 
-it('paused past its lease: a retry elsewhere takes over; the resumed owner\'s late completion is refused and counted', async () => {
+it("paused past its lease: a retry elsewhere takes over; the resumed owner's late completion is refused and counted", async () => {
   const { endpoint } = await track(startDynaliteProcess());
   const env = { ORDER_PROCESSING_DELAY_MS: '3000', IDEMPOTENCY_PENDING_TTL_SECONDS: '1' };
   const [paused, successor] = await Promise.all([1, 2].map(() => track(startDemo(endpoint, env))));
@@ -159,13 +163,16 @@ it('a live owner slower than its lease is never taken over', async () => {
   const key = 'slow-1';
   const first = placeOrder(apps[0].url, key, orderFor(key));
   await sleep(300);
-  const duplicates = await Promise.all([1, 2, 1, 2].map((i, n) => sleep(n * 500).then(() => placeOrder(apps[i].url, key, orderFor(key)))));
+  const duplicates = await Promise.all(
+    [1, 2, 1, 2].map((i, n) => sleep(n * 500).then(() => placeOrder(apps[i].url, key, orderFor(key)))),
+  );
   const owner = await first;
 
   const orders = (await ordersIn(endpoint)).filter((order) => order.item === key);
   expect(orders).toHaveLength(1);
   expect(owner.final).toMatchObject({ status: 201, replayed: false });
-  for (const duplicate of duplicates) expect(duplicate.final).toMatchObject({ status: 201, replayed: true, text: owner.final.text });
+  for (const duplicate of duplicates)
+    expect(duplicate.final).toMatchObject({ status: 201, replayed: true, text: owner.final.text });
   const refusals = duplicates.reduce((n, d) => n + d.statuses.filter((status) => status === 409).length, 0);
   record(
     `slow owner: 4 s handler, 1 s lease, renewed every ~0.33 s; 4 duplicates on 2 other instances saw ${refusals} × 409 ` +
@@ -187,7 +194,8 @@ describe('throttling storm and outage', () => {
     let next = 0;
     const roundRobin = () => apps[next++ % apps.length].url;
     const clients: Array<Promise<Resolution & { key: string }>> = [];
-    const send = (key: string) => clients.push(placeOrder(roundRobin, key, orderFor(key), 60_000).then((r) => ({ key, ...r })));
+    const send = (key: string) =>
+      clients.push(placeOrder(roundRobin, key, orderFor(key), 60_000).then((r) => ({ key, ...r })));
 
     keys.slice(0, 10).forEach(send);
     await sleep(300);
@@ -196,11 +204,15 @@ describe('throttling storm and outage', () => {
     keys.forEach(send);
     await sleep(2000);
     proxy.mode = 'drop';
-    const duringOutage = await Promise.all(keys.slice(0, 5).map((key) => fetch(`${roundRobin()}/orders`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': `outage-${key}` },
-      body: JSON.stringify(orderFor(`outage-${key}`)),
-    }).then((r) => r.status)));
+    const duringOutage = await Promise.all(
+      keys.slice(0, 5).map((key) =>
+        fetch(`${roundRobin()}/orders`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'idempotency-key': `outage-${key}` },
+          body: JSON.stringify(orderFor(`outage-${key}`)),
+        }).then((r) => r.status),
+      ),
+    );
     keys.forEach(send);
     await sleep(2000);
     proxy.mode = 'pass';
@@ -258,7 +270,7 @@ it('store restart: no completed result is lost', async () => {
     expect((await ordersIn(endpoint)).filter((order) => order.item.startsWith('restart-')).length).toBe(keys.length);
     record(
       'store restart: 10 orders completed on dynalite on disk, dynalite SIGKILLed; meanwhile a new key got 503 and a ' +
-        'completed one was replayed from the instance\'s cache; dynalite restarted on the same files; a new instance ' +
+        "completed one was replayed from the instance's cache; dynalite restarted on the same files; a new instance " +
         '(empty cache) replayed all 10 keys byte-identical; still 10 orders',
     );
   } finally {
@@ -294,12 +306,19 @@ describeOnDynamoDbLocal('exactly-once orders on DynamoDB Local', () => {
 
   it('SIGKILL at 30 random moments of first requests: never an order without its completed key, one order per key after retries', async () => {
     const tables = freshTables();
-    const env = { ...tables, IDEMPOTENCY_PENDING_TTL_SECONDS: '1', ORDER_PROCESSING_DELAY_MS: '150', IDEMPOTENCY_REPLAY_CACHE: '0' };
+    const env = {
+      ...tables,
+      IDEMPOTENCY_PENDING_TTL_SECONDS: '1',
+      ORDER_PROCESSING_DELAY_MS: '150',
+      IDEMPOTENCY_REPLAY_CACHE: '0',
+    };
     const client = localClient(endpoint);
     const state = async () => {
       const records = (await scanTable(client, tables.IDEMPOTENCY_TABLE)).map(({ item }) => item);
       const completedOrderIds = new Set(
-        records.filter((r) => r.status === 'COMPLETED').map((r) => (decodeStoredResponse(r.response).body as { id: string }).id),
+        records
+          .filter((r) => r.status === 'COMPLETED')
+          .map((r) => (decodeStoredResponse(r.response).body as { id: string }).id),
       );
       return { records, completedOrderIds, orders: await ordersIn(endpoint, tables.ORDERS_TABLE) };
     };
@@ -312,7 +331,9 @@ describeOnDynamoDbLocal('exactly-once orders on DynamoDB Local', () => {
       keys.push(...roundKeys);
       // Three first requests 70 ms apart and one kill at a random moment: each is caught in its own phase (before
       // the claim, in the 150 ms handler, in the transaction, or already answered).
-      const attempts = roundKeys.map((key, i) => sleep(i * 70).then(() => placeOrder(victim.url, key, orderFor(key), 0)));
+      const attempts = roundKeys.map((key, i) =>
+        sleep(i * 70).then(() => placeOrder(victim.url, key, orderFor(key), 0)),
+      );
       await sleep(Math.random() * 450);
       await victim.kill('SIGKILL');
       beforeKill.push(...(await Promise.all(attempts)).map(({ final }) => final.status));

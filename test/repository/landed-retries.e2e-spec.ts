@@ -46,18 +46,26 @@ it('a claim whose first attempt landed is recognised by its own claim token: thi
 
 it('a completion whose first attempt landed is the benign race: counted, the caller gets its result, the record stays', async () => {
   const moduleRef = await Test.createTestingModule({
-    imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } })],
+    imports: [
+      IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } }),
+    ],
   }).compile();
   const service = moduleRef.get(IdempotencyService);
   const racesBefore = metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total');
   proxy.dropAnswers = 1;
   proxy.dropAnswersOf = 'UpdateItem';
   let runs = 0;
-  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe('run 1');
+  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe(
+    'run 1',
+  );
   expect(proxy.operations.filter((operation) => operation === 'UpdateItem').length).toBeGreaterThanOrEqual(2);
   expect(metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total')).toBe(racesBefore + 1);
-  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe('run 1');
+  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe(
+    'run 1',
+  );
   const records = [];
   for await (const page of moduleRef.get(IdempotencyRepository).scan({ pageSize: 10 })) records.push(...page);
-  expect(records.filter((record) => record.key.startsWith('fn landed#')).map((record) => record.status)).toEqual(['COMPLETED']);
+  expect(records.filter((record) => record.key.startsWith('fn landed#')).map((record) => record.status)).toEqual([
+    'COMPLETED',
+  ]);
 });

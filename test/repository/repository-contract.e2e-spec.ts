@@ -1,7 +1,11 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { gunzipSync } from 'node:zlib';
 import { DynamoDbIdempotencyRepository, ensureIdempotencyTable } from 'nestjs-dynamodb-idempotency';
-import { describeRepositoryContract, InMemoryIdempotencyRepository, ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import {
+  describeRepositoryContract,
+  InMemoryIdempotencyRepository,
+  ManualClock,
+} from 'nestjs-dynamodb-idempotency/testing';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { testClock } from '../support/clock';
@@ -39,7 +43,11 @@ describeOnDynamoDbLocal('on DynamoDB Local', () => {
   afterAll(async () => {
     for (const proxy of proxies) await proxy.stop();
   });
-  describeRepositoryContract('DynamoDB Local', dynamoSubject(() => endpoint, proxies), { networked: true });
+  describeRepositoryContract(
+    'DynamoDB Local',
+    dynamoSubject(() => endpoint, proxies),
+    { networked: true },
+  );
 });
 
 describe('on dynalite', () => {
@@ -54,12 +62,17 @@ describe('on dynalite', () => {
     await dynamo.stop();
   });
 
-  describeRepositoryContract('DynamoDB', dynamoSubject(() => dynamo.endpoint, proxies), { networked: true });
+  describeRepositoryContract(
+    'DynamoDB',
+    dynamoSubject(() => dynamo.endpoint, proxies),
+    { networked: true },
+  );
 
   describe('the stored item', () => {
     const client = () => localClient(dynamo.endpoint);
     const rawItem = async (tableName: string, key: string) =>
-      (await client().send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key } }, ConsistentRead: true }))).Item;
+      (await client().send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key } }, ConsistentRead: true })))
+        .Item;
 
     async function completed(body: unknown) {
       const tableName = uniqueTableName();
@@ -67,7 +80,12 @@ describe('on dynalite', () => {
       const repository = new DynamoDbIdempotencyRepository({ client: client(), tableName, clock: testClock() });
       const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
       if (!claim.claimed) throw new Error('claim lost');
-      await repository.complete({ key: 'k', claimToken: claim.claimToken, response: { statusCode: 200, headers: {}, body }, ttlSeconds: 60 });
+      await repository.complete({
+        key: 'k',
+        claimToken: claim.claimToken,
+        response: { statusCode: 200, headers: {}, body },
+        ttlSeconds: 60,
+      });
       return { repository, item: await rawItem(tableName, 'k') };
     }
 
@@ -90,13 +108,19 @@ describe('on dynalite', () => {
     });
 
     it('stores a response too large even compressed without its body, says so in a warning, and still completes the key', async () => {
-      const incompressible = require('node:crypto').randomBytes(450 * 1024).toString('base64');
+      const incompressible = require('node:crypto')
+        .randomBytes(450 * 1024)
+        .toString('base64');
       const logs = new CapturedLogs();
       logs.start();
       try {
         const { repository, item } = await completed(incompressible);
         expect(item?.status.S).toBe('COMPLETED');
-        expect((await repository.get({ key: 'k' }))?.response).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true });
+        expect((await repository.get({ key: 'k' }))?.response).toEqual({
+          statusCode: 200,
+          headers: {},
+          bodyOmitted: true,
+        });
         expect(logs.at('warn')).toEqual([
           expect.stringMatching(
             /^Response of \d{6} bytes \(compressed\) exceeds the 389120-byte limit: stored without its body; duplicates get 409 response-not-stored$/,

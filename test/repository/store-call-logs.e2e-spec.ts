@@ -1,4 +1,8 @@
-import { DynamoDbIdempotencyRepository, ensureIdempotencyTable, IdempotencyStoreThrottledError } from 'nestjs-dynamodb-idempotency';
+import {
+  DynamoDbIdempotencyRepository,
+  ensureIdempotencyTable,
+  IdempotencyStoreThrottledError,
+} from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { CapturedLogs } from '../support/logs';
@@ -17,7 +21,10 @@ describe('store call logs', () => {
     dynamo = await startDynalite();
     proxy = await startFaultProxy(dynamo.endpoint);
     const tableName = uniqueTableName();
-    await ensureIdempotencyTable(localClient(dynamo.endpoint), tableName, { log: () => undefined, warn: () => undefined });
+    await ensureIdempotencyTable(localClient(dynamo.endpoint), tableName, {
+      log: () => undefined,
+      warn: () => undefined,
+    });
     repository = new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName });
   });
   afterAll(async () => {
@@ -38,18 +45,28 @@ describe('store call logs', () => {
     expect((await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(false);
     expect(logs.entries).toContainEqual({
       level: 'debug',
-      message: expect.objectContaining({ msg: 'conditional write rejected', operation: 'claim', dynamo_error_code: 'ConditionalCheckFailedException' }),
+      message: expect.objectContaining({
+        msg: 'conditional write rejected',
+        operation: 'claim',
+        dynamo_error_code: 'ConditionalCheckFailedException',
+      }),
     });
     expect(logs.at('error')).toEqual([]);
   });
 
   it('logs a throttled call as an error, naming ProvisionedThroughputExceededException', async () => {
     proxy.mode = 'throttle';
-    await expect(repository.claim({ key: `throttled-${Date.now()}`, fingerprint: 'fp', leaseSeconds: 60 })).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
+    await expect(
+      repository.claim({ key: `throttled-${Date.now()}`, fingerprint: 'fp', leaseSeconds: 60 }),
+    ).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
     expect(logs.entries).toEqual([
       {
         level: 'error',
-        message: expect.objectContaining({ msg: 'idempotency store call failed', operation: 'claim', dynamo_error_code: 'ProvisionedThroughputExceededException' }),
+        message: expect.objectContaining({
+          msg: 'idempotency store call failed',
+          operation: 'claim',
+          dynamo_error_code: 'ProvisionedThroughputExceededException',
+        }),
       },
     ]);
   });

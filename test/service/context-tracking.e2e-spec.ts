@@ -1,4 +1,15 @@
-import { CallHandler, Controller, ExecutionContext, forwardRef, Inject, Injectable, NestInterceptor, Post, Type, UseInterceptors } from '@nestjs/common';
+import {
+  CallHandler,
+  Controller,
+  ExecutionContext,
+  forwardRef,
+  Inject,
+  Injectable,
+  NestInterceptor,
+  Post,
+  Type,
+  UseInterceptors,
+} from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   Idempotent,
@@ -28,7 +39,9 @@ async function appWith(metadata: { providers?: unknown[]; controllers?: Type[] }
 let calls = 0;
 /** The injected (singleton) context's record key, read inside a protected call. */
 const recordKeyInsideCall = (app: Awaited<ReturnType<typeof appWith>>) =>
-  app.get(IdempotencyService).execute({ operation: 'probe', key: `k-${++calls}` }, () => app.get(IdempotencyContext).recordKey);
+  app
+    .get(IdempotencyService)
+    .execute({ operation: 'probe', key: `k-${++calls}` }, () => app.get(IdempotencyContext).recordKey);
 
 @Injectable()
 class ByConstructor {
@@ -77,7 +90,14 @@ describe('IdempotencyContext call tracking', () => {
     ['a constructor parameter', { providers: [ByConstructor] }],
     ['forwardRef', { providers: [ByForwardRef] }],
     ['a property', { providers: [ByProperty] }],
-    ['a factory provider', { providers: [{ provide: 'USES_CONTEXT', inject: [IdempotencyContext], useFactory: (context: unknown) => ({ context }) }] }],
+    [
+      'a factory provider',
+      {
+        providers: [
+          { provide: 'USES_CONTEXT', inject: [IdempotencyContext], useFactory: (context: unknown) => ({ context }) },
+        ],
+      },
+    ],
     ['an interceptor on a controller', { controllers: [EnhancedController] }],
   ])('is on when IdempotencyContext is injected through %s', async (_, metadata) => {
     const app = await appWith(metadata);
@@ -94,7 +114,9 @@ describe('IdempotencyContext call tracking', () => {
     afterAll(() => app.close());
 
     it('is off: the singleton context, taken with app.get(), explains why instead of answering "not in a call"', async () => {
-      await expect(recordKeyInsideCall(app)).rejects.toThrow(/does not track protected calls.*Inject it in the constructor/);
+      await expect(recordKeyInsideCall(app)).rejects.toThrow(
+        /does not track protected calls.*Inject it in the constructor/,
+      );
       expect(() => app.get(IdempotencyContext).active).toThrow(/does not track protected calls/);
       expect(() => app.get(IdempotencyContext).canCommitWith).toThrow(/does not track protected calls/);
     });
@@ -102,8 +124,16 @@ describe('IdempotencyContext call tracking', () => {
     it('still hands execute() a context bound to its call, and protects routes', async () => {
       const seen = await app
         .get(IdempotencyService)
-        .execute({ operation: 'bound', key: 'k' }, (context) => ({ active: context.active, recordKey: context.recordKey, derived: context.deriveKey('x') }));
-      expect(seen).toEqual({ active: true, recordKey: expect.stringMatching(/^fn bound#/), derived: expect.stringMatching(/^[0-9a-f]{64}$/) });
+        .execute({ operation: 'bound', key: 'k' }, (context) => ({
+          active: context.active,
+          recordKey: context.recordKey,
+          derived: context.deriveKey('x'),
+        }));
+      expect(seen).toEqual({
+        active: true,
+        recordKey: expect.stringMatching(/^fn bound#/),
+        derived: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
       const url = await app.getUrl();
       const first = await post(`${url}/untracked`, {}, { 'Idempotency-Key': 'route-key' });
       const second = await post(`${url}/untracked`, {}, { 'Idempotency-Key': 'route-key' });

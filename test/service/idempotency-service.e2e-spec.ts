@@ -31,7 +31,9 @@ describe('IdempotencyService.execute on dynalite', () => {
     clock = testClock();
     const moduleRef = await Test.createTestingModule({
       // No replay cache: every duplicate is answered from what DynamoDB (dynalite) stored and returns.
-      imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } })],
+      imports: [
+        IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, replayCache: { enabled: false } }),
+      ],
     })
       .overrideProvider(IdempotencyClock)
       .useValue(clock)
@@ -76,15 +78,18 @@ describe('IdempotencyService.execute on dynalite', () => {
   it('refuses the same key with a different fingerprint', async () => {
     const key = newKey();
     await service.execute({ operation: 'test', key, fingerprint: { amount: 1 } }, async () => 'ok');
-    await expect(service.execute({ operation: 'test', key, fingerprint: { amount: 2 } }, async () => 'again')).rejects.toBeInstanceOf(
-      IdempotencyMismatchError,
-    );
+    await expect(
+      service.execute({ operation: 'test', key, fingerprint: { amount: 2 } }, async () => 'again'),
+    ).rejects.toBeInstanceOf(IdempotencyMismatchError);
   });
 
   it('reports a call still running as in flight, with its retryAfterSeconds', async () => {
     const key = newKey();
     let finish!: () => void;
-    const first = service.execute({ operation: 'test', key, pendingTtlSeconds: 30 }, () => new Promise<string>((resolve) => (finish = () => resolve('done'))));
+    const first = service.execute(
+      { operation: 'test', key, pendingTtlSeconds: 30 },
+      () => new Promise<string>((resolve) => (finish = () => resolve('done'))),
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     const duplicate = service.execute({ operation: 'test', key, retryAfterSeconds: 7 }, async () => 'second');
     await expect(duplicate).rejects.toBeInstanceOf(IdempotencyInFlightError);
@@ -96,7 +101,10 @@ describe('IdempotencyService.execute on dynalite', () => {
 
   it('waits for the running call with waitMs', async () => {
     const key = newKey();
-    const first = service.execute({ operation: 'test', key }, () => new Promise((resolve) => setTimeout(() => resolve('slow result'), 200)));
+    const first = service.execute(
+      { operation: 'test', key },
+      () => new Promise((resolve) => setTimeout(() => resolve('slow result'), 200)),
+    );
     await new Promise((resolve) => setTimeout(resolve, 30));
     expect(await service.execute({ operation: 'test', key, waitMs: 3000 }, async () => 'never')).toBe('slow result');
     expect(await first).toBe('slow result');
@@ -105,27 +113,37 @@ describe('IdempotencyService.execute on dynalite', () => {
   it('lets a failed call be retried, and passes its error through unchanged', async () => {
     const key = newKey();
     const failure = new Error('provider down');
-    await expect(service.execute({ operation: 'test', key }, async () => Promise.reject(failure))).rejects.toBe(failure);
+    await expect(service.execute({ operation: 'test', key }, async () => Promise.reject(failure))).rejects.toBe(
+      failure,
+    );
     expect(await service.execute({ operation: 'test', key }, async () => 'recovered')).toBe('recovered');
   });
 
   it('throws store errors, never runs the function, when DynamoDB throttles', async () => {
     proxy.mode = 'throttle';
     const fn = jest.fn(async () => 'x');
-    await expect(service.execute({ operation: 'test', key: newKey() }, fn)).rejects.toBeInstanceOf(IdempotencyStoreThrottledError);
+    await expect(service.execute({ operation: 'test', key: newKey() }, fn)).rejects.toBeInstanceOf(
+      IdempotencyStoreThrottledError,
+    );
     expect(fn).not.toHaveBeenCalled();
   });
 
   it('validates keys like the HTTP layer does', async () => {
-    await expect(service.execute({ operation: 'test', key: '' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
-    await expect(service.execute({ operation: 'test', key: 'a\u0000b' }, async () => 1)).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
+    await expect(service.execute({ operation: 'test', key: '' }, async () => 1)).rejects.toBeInstanceOf(
+      IdempotencyKeyInvalidError,
+    );
+    await expect(service.execute({ operation: 'test', key: 'a\u0000b' }, async () => 1)).rejects.toBeInstanceOf(
+      IdempotencyKeyInvalidError,
+    );
     const missing = service.execute({ operation: 'test', key: undefined as unknown as string }, async () => 1);
     await expect(missing).rejects.toBeInstanceOf(IdempotencyKeyMissingError);
     await expect(missing).rejects.toThrow('IdempotencyService.execute needs a key.');
   });
 
   it('names the operation when its settings are invalid', async () => {
-    await expect(service.execute({ operation: 'charge-card', key: newKey(), waitMs: -1 }, async () => 1)).rejects.toThrow(
+    await expect(
+      service.execute({ operation: 'charge-card', key: newKey(), waitMs: -1 }, async () => 1),
+    ).rejects.toThrow(
       'IdempotencyService.execute(charge-card): idempotency option waitMs must be a number of milliseconds ≥ 0, got -1',
     );
   });

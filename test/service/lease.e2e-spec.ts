@@ -44,7 +44,14 @@ async function instance(
   { endpoint = dynamo.endpoint, clock = new SystemClock() as IdempotencyClock } = {},
 ): Promise<IdempotencyService> {
   const moduleRef = await Test.createTestingModule({
-    imports: [IdempotencyModule.forRoot({ client: localClient(endpoint), tableName, replayCache: { enabled: false }, ...options })],
+    imports: [
+      IdempotencyModule.forRoot({
+        client: localClient(endpoint),
+        tableName,
+        replayCache: { enabled: false },
+        ...options,
+      }),
+    ],
   })
     .overrideProvider(IdempotencyClock)
     .useValue(clock)
@@ -142,7 +149,11 @@ describe('lease renewal', () => {
       proxy.mode = 'drop'; // the owner is cut off from DynamoDB: its renewals fail, its lease runs out
       expect(await claimWithin(other, 'partitioned', 5000)).toBeDefined();
       proxy.mode = 'pass';
-      for (let i = 0; i < 40 && metricValue(await telemetry.scrape(), 'dedup_lease_renewal_refused_total') === refusedBefore; i++) {
+      for (
+        let i = 0;
+        i < 40 && metricValue(await telemetry.scrape(), 'dedup_lease_renewal_refused_total') === refusedBefore;
+        i++
+      ) {
         await sleep(100);
       }
       work.finish();
@@ -196,7 +207,9 @@ describe('Retry-After and the claim condition agree', () => {
     const work = parked('done');
     const first = owner.execute({ operation: 'lease', key: 'busy' }, work.fn);
     await sleep(50);
-    await expect(other.execute({ operation: 'lease', key: 'busy' }, async () => 'never')).rejects.toMatchObject({ retryAfterSeconds: 1 });
+    await expect(other.execute({ operation: 'lease', key: 'busy' }, async () => 'never')).rejects.toMatchObject({
+      retryAfterSeconds: 1,
+    });
     work.finish();
     await first;
   });
@@ -245,7 +258,9 @@ describe('operations', () => {
     const service = await instance(await newTable());
     const work = jest.fn(async () => 1);
     for (const options of [{ key: 'k' }, { key: 'k', operation: '' }]) {
-      await expect(service.execute(options as never, work)).rejects.toThrow(/^IdempotencyService\.execute needs an operation name/);
+      await expect(service.execute(options as never, work)).rejects.toThrow(
+        /^IdempotencyService\.execute needs an operation name/,
+      );
     }
     expect(work).not.toHaveBeenCalled();
   });

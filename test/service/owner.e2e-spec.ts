@@ -74,11 +74,17 @@ describe('the owner of a key', () => {
 
   it('retries a completion through store faults only: any other error is not retried, and the caller keeps its result', async () => {
     await start();
-    const completions = jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('a bug, not a store fault'));
+    const completions = jest
+      .spyOn(repository, 'complete')
+      .mockRejectedValueOnce(new TypeError('a bug, not a store fault'));
     await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
     expect(completions).toHaveBeenCalledTimes(1);
     expect(logs.at('error')).toEqual([
-      expect.objectContaining({ msg: 'completion not stored', key: expect.stringMatching(/^fn op#/), error: 'TypeError: a bug, not a store fault' }),
+      expect.objectContaining({
+        msg: 'completion not stored',
+        key: expect.stringMatching(/^fn op#/),
+        error: 'TypeError: a bug, not a store fault',
+      }),
     ]);
   });
 
@@ -94,7 +100,10 @@ describe('the owner of a key', () => {
     jest.spyOn(repository, 'fail').mockRejectedValueOnce(new TypeError('release broke'));
     await expect(service.execute({ operation: 'op', key: newKey() }, workFails)).rejects.toThrow('the work failed');
     expect(logs.at('error')).toEqual([
-      expect.objectContaining({ msg: 'release not stored; the key unlocks when its lease ends', error: 'TypeError: release broke' }),
+      expect.objectContaining({
+        msg: 'release not stored; the key unlocks when its lease ends',
+        error: 'TypeError: release broke',
+      }),
     ]);
   });
 
@@ -113,10 +122,17 @@ describe('the owner of a key', () => {
 
   it('warns of a completion refused because another claim completed the key, with what the store holds', async () => {
     await start();
-    jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('COMPLETED') });
+    jest
+      .spyOn(repository, 'complete')
+      .mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('COMPLETED') });
     await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
     expect(logs.at('warn')).toEqual([
-      expect.objectContaining({ msg: 'completion refused', reason: 'lease_lost', current_status: 'COMPLETED', pending_since: 1 }),
+      expect.objectContaining({
+        msg: 'completion refused',
+        reason: 'lease_lost',
+        current_status: 'COMPLETED',
+        pending_since: 1,
+      }),
     ]);
   });
 
@@ -124,20 +140,23 @@ describe('the owner of a key', () => {
     ['already_completed', 'COMPLETED', { raced: 1, reexecuted: 0, outcome: 'executed' }],
     ['lease_lost', 'PENDING', { raced: 0, reexecuted: 0, outcome: 'lease_lost' }],
     ['lease_lost', 'COMPLETED', { raced: 0, reexecuted: 1, outcome: 'lease_lost' }],
-  ] as const)('counts a completion refused as %s (the record %s) by that reason only', async (reason, status, expected) => {
-    await start();
-    const telemetry = context.get(IdempotencyTelemetry);
-    const [raced, reexecuted, requests] = [
-      jest.spyOn(telemetry, 'completionRaced'),
-      jest.spyOn(telemetry, 'reexecutionDetected'),
-      jest.spyOn(telemetry, 'request'),
-    ];
-    jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason, current: record(status) });
-    await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
-    expect(raced).toHaveBeenCalledTimes(expected.raced);
-    expect(reexecuted).toHaveBeenCalledTimes(expected.reexecuted);
-    expect(requests.mock.calls).toEqual([[expected.outcome]]);
-  });
+  ] as const)(
+    'counts a completion refused as %s (the record %s) by that reason only',
+    async (reason, status, expected) => {
+      await start();
+      const telemetry = context.get(IdempotencyTelemetry);
+      const [raced, reexecuted, requests] = [
+        jest.spyOn(telemetry, 'completionRaced'),
+        jest.spyOn(telemetry, 'reexecutionDetected'),
+        jest.spyOn(telemetry, 'request'),
+      ];
+      jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason, current: record(status) });
+      await expect(service.execute({ operation: 'op', key: newKey() }, async () => 'done')).resolves.toBe('done');
+      expect(raced).toHaveBeenCalledTimes(expected.raced);
+      expect(reexecuted).toHaveBeenCalledTimes(expected.reexecuted);
+      expect(requests.mock.calls).toEqual([[expected.outcome]]);
+    },
+  );
 
   it('records a result whose capture throws as done without a body, and says so', async () => {
     await start();
@@ -148,8 +167,12 @@ describe('the owner of a key', () => {
       },
     });
     await expect(service.run(capturing)).resolves.toBe('done');
-    expect(logs.at('error')).toEqual([expect.objectContaining({ msg: 'capturing the result failed', error: 'Error: cannot serialize' })]);
-    expect(logs.at('warn')).toEqual([expect.objectContaining({ msg: expect.stringContaining('recorded as done without a body') })]);
+    expect(logs.at('error')).toEqual([
+      expect.objectContaining({ msg: 'capturing the result failed', error: 'Error: cannot serialize' }),
+    ]);
+    expect(logs.at('warn')).toEqual([
+      expect.objectContaining({ msg: expect.stringContaining('recorded as done without a body') }),
+    ]);
     await expect(service.run(work(key))).rejects.toBeInstanceOf(IdempotencyResultNotStoredError);
   });
 
@@ -171,8 +194,16 @@ describe('the owner of a key', () => {
     await expect(service.run(failing)).rejects.toThrow('the work failed');
     expect((await repository.get({ key: `test ${released}` }))?.status).toBe('FAILED');
     expect(logs.at('error')).toEqual([
-      expect.objectContaining({ msg: 'storeIf threw; the outcome is stored', key: `test ${stored}`, error: 'Error: storeIf broke' }),
-      expect.objectContaining({ msg: 'storeIf threw; the outcome is not stored', key: `test ${released}`, error: 'Error: storeIf broke' }),
+      expect.objectContaining({
+        msg: 'storeIf threw; the outcome is stored',
+        key: `test ${stored}`,
+        error: 'Error: storeIf broke',
+      }),
+      expect.objectContaining({
+        msg: 'storeIf threw; the outcome is not stored',
+        key: `test ${released}`,
+        error: 'Error: storeIf broke',
+      }),
     ]);
   });
 
@@ -189,7 +220,10 @@ describe('the owner of a key', () => {
     await expect(service.run(failing)).rejects.toThrow('the work failed');
     expect((await repository.get({ key: `test ${key}` }))?.status).toBe('FAILED');
     expect(logs.at('error')).toEqual([
-      expect.objectContaining({ msg: 'capturing the error failed; the key is released', error: 'Error: capture broke' }),
+      expect.objectContaining({
+        msg: 'capturing the error failed; the key is released',
+        error: 'Error: capture broke',
+      }),
     ]);
   });
 
@@ -202,11 +236,14 @@ describe('the owner of a key', () => {
     try {
       const key = newKey();
       let releaseOwner!: () => void;
-      const owner = service.execute({ operation: 'op', key }, () =>
-        new Promise<string>((_resolve, reject) => (releaseOwner = () => reject(new Error('the owner failed')))),
+      const owner = service.execute(
+        { operation: 'op', key },
+        () => new Promise<string>((_resolve, reject) => (releaseOwner = () => reject(new Error('the owner failed')))),
       );
       await new Promise((resolve) => setTimeout(resolve, 50)); // the owner has claimed
-      const waiting = otherContext.get(IdempotencyService).execute({ operation: 'op', key, waitMs: 5_000 }, async () => 'ran in the other instance');
+      const waiting = otherContext
+        .get(IdempotencyService)
+        .execute({ operation: 'op', key, waitMs: 5_000 }, async () => 'ran in the other instance');
       setTimeout(() => releaseOwner(), 200);
       await expect(owner).rejects.toThrow('the owner failed');
       await expect(waiting).resolves.toBe('ran in the other instance');
@@ -225,7 +262,9 @@ describe('the owner of a key', () => {
     it('hands the result back when the release is refused as already completed: the commit landed', async () => {
       await start();
       jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('answer lost'));
-      jest.spyOn(repository, 'fail').mockResolvedValueOnce({ ok: false, reason: 'already_completed', current: record('COMPLETED') });
+      jest
+        .spyOn(repository, 'fail')
+        .mockResolvedValueOnce({ ok: false, reason: 'already_completed', current: record('COMPLETED') });
       await expect(committing(newKey())).resolves.toBe('done');
     });
 
@@ -240,7 +279,9 @@ describe('the owner of a key', () => {
     it('throws the commit error when the release is refused for another reason', async () => {
       await start();
       jest.spyOn(repository, 'complete').mockRejectedValueOnce(new TypeError('answer lost'));
-      jest.spyOn(repository, 'fail').mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('PENDING') });
+      jest
+        .spyOn(repository, 'fail')
+        .mockResolvedValueOnce({ ok: false, reason: 'lease_lost', current: record('PENDING') });
       await expect(committing(newKey())).rejects.toThrow('answer lost');
     });
   });

@@ -22,7 +22,8 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
     return { test, calls };
   }
   let keys = 0;
-  const send = (test: TestApp, key: string, amount = 1) => post(`${test.url}/payments`, { amount }, { 'Idempotency-Key': key });
+  const send = (test: TestApp, key: string, amount = 1) =>
+    post(`${test.url}/payments`, { amount }, { 'Idempotency-Key': key });
 
   it('first request: 2 calls (claim, complete); cached replay: 0; uncached duplicate on dynalite: 2 (claim, read)', async () => {
     const cached = await app();
@@ -130,13 +131,15 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
     }
   });
 
-  it('lets waiting duplicates take the local owner\'s result without polling DynamoDB', async () => {
+  it("lets waiting duplicates take the local owner's result without polling DynamoDB", async () => {
     const { test, calls } = await app();
     try {
       const key = `flight-wait-${++keys}`;
       calls.reset();
       const responses = await Promise.all(
-        Array.from({ length: 10 }, () => post(`${test.url}/payments/wait`, { delayMs: 200 }, { 'Idempotency-Key': key })),
+        Array.from({ length: 10 }, () =>
+          post(`${test.url}/payments/wait`, { delayMs: 200 }, { 'Idempotency-Key': key }),
+        ),
       );
       expect(new Set(responses.map((r) => `${r.status} ${r.text}`)).size).toBe(1);
       expect(calls.counts).toEqual({ PutItem: 1, UpdateItem: 1 });

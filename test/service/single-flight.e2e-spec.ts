@@ -52,8 +52,14 @@ describe('single-flight', () => {
 
   it('sends one claim for concurrent calls with the same key; the others are in flight', async () => {
     const owner = running('k');
-    const duplicates = await Promise.allSettled(Array.from({ length: 5 }, () => service.execute({ operation: 'op', key: 'k' }, async () => 'twice')));
-    expect(duplicates.every((outcome) => outcome.status === 'rejected' && outcome.reason instanceof IdempotencyInFlightError)).toBe(true);
+    const duplicates = await Promise.allSettled(
+      Array.from({ length: 5 }, () => service.execute({ operation: 'op', key: 'k' }, async () => 'twice')),
+    );
+    expect(
+      duplicates.every(
+        (outcome) => outcome.status === 'rejected' && outcome.reason instanceof IdempotencyInFlightError,
+      ),
+    ).toBe(true);
     expect(claims).toHaveBeenCalledTimes(1);
     owner.finish();
     await expect(owner.result).resolves.toBe('ran');
@@ -71,7 +77,9 @@ describe('single-flight', () => {
     await expect(first.result).resolves.toBe('ran');
 
     // The second owner still runs: a third call joins its flight (no claim sent) and is told it is in flight.
-    await expect(service.execute({ operation: 'op', key: 'k' }, async () => 'third')).rejects.toBeInstanceOf(IdempotencyInFlightError);
+    await expect(service.execute({ operation: 'op', key: 'k' }, async () => 'third')).rejects.toBeInstanceOf(
+      IdempotencyInFlightError,
+    );
     expect(claims).toHaveBeenCalledTimes(2);
     second.finish();
     await expect(second.result).resolves.toBe('ran');
@@ -86,7 +94,9 @@ describe('single-flight', () => {
     await settled();
     // Past the first lease (3 s), within the renewed one (2 + 3 s): joined, not claimed again.
     clock.advanceSeconds(2);
-    await expect(service.execute({ operation: 'op', key: 'k' }, async () => 'second')).rejects.toBeInstanceOf(IdempotencyInFlightError);
+    await expect(service.execute({ operation: 'op', key: 'k' }, async () => 'second')).rejects.toBeInstanceOf(
+      IdempotencyInFlightError,
+    );
     expect(claims).toHaveBeenCalledTimes(1);
     owner.finish();
     await expect(owner.result).resolves.toBe('ran');

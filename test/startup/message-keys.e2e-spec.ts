@@ -1,5 +1,12 @@
 import { Controller, INestApplication } from '@nestjs/common';
-import { ClientProxy, ClientProxyFactory, MessagePattern, MicroserviceOptions, Payload, Transport } from '@nestjs/microservices';
+import {
+  ClientProxy,
+  ClientProxyFactory,
+  MessagePattern,
+  MicroserviceOptions,
+  Payload,
+  Transport,
+} from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { lastValueFrom } from 'rxjs';
@@ -23,7 +30,10 @@ describe('message handler keys', () => {
       controllers: [RiskyConsumer],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
-    const transport = app.connectMicroservice<MicroserviceOptions>({ transport: Transport.TCP, options: { host: '127.0.0.1', port: 0 } });
+    const transport = app.connectMicroservice<MicroserviceOptions>({
+      transport: Transport.TCP,
+      options: { host: '127.0.0.1', port: 0 },
+    });
     await app.startAllMicroservices();
     await app.init();
     const { port } = transport.unwrap<Server>().address() as AddressInfo;

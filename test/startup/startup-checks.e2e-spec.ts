@@ -1,11 +1,22 @@
 import { Controller, Get, Injectable, Next, Post, Res, SetMetadata, Sse } from '@nestjs/common';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, IdempotentOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  IdempotentOptions,
+  InMemoryIdempotencyRepository,
+} from 'nestjs-dynamodb-idempotency';
 import { Mutation, Query, Resolver, Subscription } from '@nestjs/graphql';
 import { Observable, of } from 'rxjs';
 import { PLATFORMS, startApp } from '../support/app';
 
 /** Startup refuses what cannot be protected or is misconfigured, naming the handler; it never answers 500s later. */
-const boot = (platform: (typeof PLATFORMS)[number], controllers: unknown[], providers: unknown[] = [], module: IdempotencyModuleOptions = {}) =>
+const boot = (
+  platform: (typeof PLATFORMS)[number],
+  controllers: unknown[],
+  providers: unknown[] = [],
+  module: IdempotencyModuleOptions = {},
+) =>
   startApp(platform, {
     imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), ...module })],
     controllers: controllers as never[],
@@ -114,9 +125,15 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
   });
 
   it('refuses a WebSocket gateway handler, a GraphQL query and a GraphQL subscription', async () => {
-    await expect(boot(platform, [], [PaymentsGateway])).rejects.toThrow(/PaymentsGateway\.onPay: WebSocket gateway handlers are not supported/);
-    await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(/OrdersResolver\.order: a GraphQL query cannot be @Idempotent\(\): only mutations/);
-    await expect(boot(platform, [], [TicksResolver])).rejects.toThrow(/TicksResolver\.ticks: a GraphQL subscription cannot be @Idempotent\(\)/);
+    await expect(boot(platform, [], [PaymentsGateway])).rejects.toThrow(
+      /PaymentsGateway\.onPay: WebSocket gateway handlers are not supported/,
+    );
+    await expect(boot(platform, [], [OrdersResolver])).rejects.toThrow(
+      /OrdersResolver\.order: a GraphQL query cannot be @Idempotent\(\): only mutations/,
+    );
+    await expect(boot(platform, [], [TicksResolver])).rejects.toThrow(
+      /TicksResolver\.ticks: a GraphQL subscription cannot be @Idempotent\(\)/,
+    );
   });
 
   it('accepts keyFrom on a GraphQL mutation and refuses it on an HTTP route', async () => {
@@ -141,7 +158,9 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
         res.send('written by hand');
       }
     }
-    await expect(boot(platform, [ClassLevelController])).rejects.toThrow(/ClassLevelController\.create: @Res\(\) without passthrough/);
+    await expect(boot(platform, [ClassLevelController])).rejects.toThrow(
+      /ClassLevelController\.create: @Res\(\) without passthrough/,
+    );
     await expect(boot(platform, [ClassLevelController])).rejects.not.toThrow(/ClassLevelController\.read/);
 
     @Injectable()
@@ -158,24 +177,39 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
 
   it.each([
     [{ storeIf: 'yes' as never }, /ConfiguredController\.create: idempotency option storeIf must be a function/],
-    [{ keyFrom: { arg: '' } }, /ConfiguredController\.create: idempotency option keyFrom must be \{ arg: 'path\.to\.argument' \}/],
-    [{ ttlSeconds: -5 }, /ConfiguredController\.create: idempotency option ttlSeconds must be a positive whole number of seconds, got -5/],
+    [
+      { keyFrom: { arg: '' } },
+      /ConfiguredController\.create: idempotency option keyFrom must be \{ arg: 'path\.to\.argument' \}/,
+    ],
+    [
+      { ttlSeconds: -5 },
+      /ConfiguredController\.create: idempotency option ttlSeconds must be a positive whole number of seconds, got -5/,
+    ],
     [{ pendingTtlSeconds: 1.5 }, /ConfiguredController\.create: idempotency option pendingTtlSeconds .* got 1\.5/],
     [{ maxLeaseSeconds: 0 }, /ConfiguredController\.create: idempotency option maxLeaseSeconds .* got 0/],
-    [{ retryAfterSeconds: Number.NaN }, /ConfiguredController\.create: idempotency option retryAfterSeconds .* got NaN/],
+    [
+      { retryAfterSeconds: Number.NaN },
+      /ConfiguredController\.create: idempotency option retryAfterSeconds .* got NaN/,
+    ],
     [{ waitMs: -1 }, /ConfiguredController\.create: idempotency option waitMs .* got -1/],
   ] as Array<[IdempotentOptions, RegExp]>)('refuses the route option %j', async (options, message) => {
     await expect(boot(platform, [routeWith(options)])).rejects.toThrow(message);
   });
 
   it.each([
-    [{ replayCache: { maxEntries: Number.NaN } }, /replayCache\.maxEntries must be a positive whole number of entries, got NaN/],
+    [
+      { replayCache: { maxEntries: Number.NaN } },
+      /replayCache\.maxEntries must be a positive whole number of entries, got NaN/,
+    ],
     [{ replayCache: { maxEntries: 0 } }, /replayCache\.maxEntries .* got 0/],
     [{ replayCache: { maxEntries: -10 } }, /replayCache\.maxEntries .* got -10/],
     [{ reconcileIntervalSeconds: 0 }, /reconcileIntervalSeconds .* got 0/],
     [{ maxLeaseSeconds: -1 }, /maxLeaseSeconds .* got -1/],
     [{ retryAfterSeconds: 2.5 }, /retryAfterSeconds .* got 2\.5/],
-    [{ storeIf: 402 as never }, /IdempotencyModule: idempotency option storeIf must be a function \(status, error\?\) => boolean, got 402/],
+    [
+      { storeIf: 402 as never },
+      /IdempotencyModule: idempotency option storeIf must be a function \(status, error\?\) => boolean, got 402/,
+    ],
   ] as Array<[IdempotencyModuleOptions, RegExp]>)('refuses the module option %j', async (options, message) => {
     await expect(boot(platform, [routeWith({})], [], options)).rejects.toThrow(message);
   });
@@ -189,7 +223,10 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
         return { ok: true };
       }
     }
-    const app = await boot(platform, [FineController], [], { replayCache: { maxEntries: 10 }, reconcileIntervalSeconds: 60 });
+    const app = await boot(platform, [FineController], [], {
+      replayCache: { maxEntries: 10 },
+      reconcileIntervalSeconds: 60,
+    });
     await app.close();
   });
 });

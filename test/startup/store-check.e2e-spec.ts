@@ -1,6 +1,12 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Controller, Logger, Post } from '@nestjs/common';
-import { ensureIdempotencyTable, Idempotent, IdempotencyModule, IdempotencyModuleOptions, ProblemType } from 'nestjs-dynamodb-idempotency';
+import {
+  ensureIdempotencyTable,
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  ProblemType,
+} from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, startApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 
@@ -38,13 +44,28 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
 
   it('fails startup when a local endpoint is given without credentials, saying which variables to set', async () => {
     const tableName = uniqueTableName('nocreds');
-    await ensureIdempotencyTable(localClient(dynamo.endpoint), tableName, { log: () => undefined, warn: () => undefined });
+    await ensureIdempotencyTable(localClient(dynamo.endpoint), tableName, {
+      log: () => undefined,
+      warn: () => undefined,
+    });
     // The SDK's default chain, with nothing to find on this machine (and never the EC2 metadata service).
     const saved = { ...process.env };
-    for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI', 'AWS_CONTAINER_CREDENTIALS_FULL_URI', 'AWS_WEB_IDENTITY_TOKEN_FILE']) {
+    for (const name of [
+      'AWS_ACCESS_KEY_ID',
+      'AWS_SECRET_ACCESS_KEY',
+      'AWS_SESSION_TOKEN',
+      'AWS_PROFILE',
+      'AWS_CONTAINER_CREDENTIALS_RELATIVE_URI',
+      'AWS_CONTAINER_CREDENTIALS_FULL_URI',
+      'AWS_WEB_IDENTITY_TOKEN_FILE',
+    ]) {
       delete process.env[name];
     }
-    Object.assign(process.env, { AWS_EC2_METADATA_DISABLED: 'true', AWS_CONFIG_FILE: '/nonexistent/config', AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/credentials' });
+    Object.assign(process.env, {
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_CONFIG_FILE: '/nonexistent/config',
+      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/credentials',
+    });
     try {
       await expect(boot({ clientConfig: { endpoint: dynamo.endpoint, region: 'local' }, tableName })).rejects.toThrow(
         /: no AWS credentials were found\. Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \(any non-empty values for a local endpoint/,
@@ -55,18 +76,39 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
   });
 
   it.each([
-    ['another key', [{ AttributeName: 'id', AttributeType: 'S' }], [{ AttributeName: 'id', KeyType: 'HASH' }], 'id (S, HASH)'],
-    ['pk as a number', [{ AttributeName: 'pk', AttributeType: 'N' }], [{ AttributeName: 'pk', KeyType: 'HASH' }], 'pk (N, HASH)'],
+    [
+      'another key',
+      [{ AttributeName: 'id', AttributeType: 'S' }],
+      [{ AttributeName: 'id', KeyType: 'HASH' }],
+      'id (S, HASH)',
+    ],
+    [
+      'pk as a number',
+      [{ AttributeName: 'pk', AttributeType: 'N' }],
+      [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      'pk (N, HASH)',
+    ],
     [
       'a sort key besides pk',
-      [{ AttributeName: 'pk', AttributeType: 'S' }, { AttributeName: 'sk', AttributeType: 'S' }],
-      [{ AttributeName: 'pk', KeyType: 'HASH' }, { AttributeName: 'sk', KeyType: 'RANGE' }],
+      [
+        { AttributeName: 'pk', AttributeType: 'S' },
+        { AttributeName: 'sk', AttributeType: 'S' },
+      ],
+      [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
       'pk (S, HASH), sk (S, RANGE)',
     ],
   ] as const)('fails startup when the table has %s, saying which', async (_, attributes, keys, described) => {
     const tableName = uniqueTableName('wrongkey');
     await localClient(dynamo.endpoint).send(
-      new CreateTableCommand({ TableName: tableName, AttributeDefinitions: [...attributes], KeySchema: [...keys], BillingMode: 'PAY_PER_REQUEST' }),
+      new CreateTableCommand({
+        TableName: tableName,
+        AttributeDefinitions: [...attributes],
+        KeySchema: [...keys],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
     );
     await expect(boot({ client: localClient(dynamo.endpoint), tableName })).rejects.toThrow(
       `: its key is ${described}; the module is configured for pk (S, HASH). Set keySchema to the table's keys ` +
@@ -86,7 +128,10 @@ describe.each(PLATFORMS)('the startup check of the store on %s', (platform) => {
     try {
       // An operator sees why the first requests fail.
       expect(logged).toContainEqual([
-        expect.objectContaining({ msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)', error: expect.stringContaining(tableName) }),
+        expect.objectContaining({
+          msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)',
+          error: expect.stringContaining(tableName),
+        }),
       ]);
       const before = await post(`${app.url}/charges`, { amount: 1 }, { 'Idempotency-Key': 'k1' });
       expect(before.status).toBe(500);

@@ -27,7 +27,12 @@ export interface TestApp {
 export async function startApp(
   platform: Platform,
   metadata: ModuleMetadata,
-  options: { configure?: (app: INestApplication) => void; realTime?: boolean; clock?: ManualClock; rawBody?: boolean } = {},
+  options: {
+    configure?: (app: INestApplication) => void;
+    realTime?: boolean;
+    clock?: ManualClock;
+    rawBody?: boolean;
+  } = {},
 ): Promise<TestApp> {
   const { configure = () => undefined, realTime = false } = options;
   const clock = options.clock ?? (realTime ? undefined : testClock());

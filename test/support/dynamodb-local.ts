@@ -20,7 +20,9 @@ export function dynamoDbLocalUnavailable(): string | undefined {
   if (probe.error) return `no java on PATH (${(probe.error as NodeJS.ErrnoException).code})`;
   const version = /version "(\d+)(?:\.(\d+))?/.exec(probe.stderr + probe.stdout);
   const major = version ? Number(version[1] === '1' ? version[2] : version[1]) : 0;
-  return major >= 17 ? undefined : `java on PATH is version ${version?.[1] ?? 'unknown'}, DynamoDB Local needs 17 or later`;
+  return major >= 17
+    ? undefined
+    : `java on PATH is version ${version?.[1] ?? 'unknown'}, DynamoDB Local needs 17 or later`;
 }
 
 /** Starts DynamoDB Local in memory on a free loopback port and waits until it answers. */
@@ -39,7 +41,12 @@ export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
     try {
       for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(100)) {
         if (child.exitCode !== null) break;
-        if (await client.send(new ListTablesCommand({})).then(() => true, () => false)) {
+        if (
+          await client.send(new ListTablesCommand({})).then(
+            () => true,
+            () => false,
+          )
+        ) {
           return { endpoint, process: child, stop: () => stopProcess(child) };
         }
       }

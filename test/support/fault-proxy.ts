@@ -40,7 +40,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     stop: async () => undefined,
   };
   const server: Server = createServer((req, res) => {
-    const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
+    const operation =
+      String(req.headers['x-amz-target'] ?? '')
+        .split('.')
+        .pop() ?? '';
     proxy.operations.push(operation);
     if (proxy.mode === 'drop') return req.socket.destroy();
     if (proxy.mode === 'throttle' && Math.random() < proxy.throttleFraction) {
@@ -57,9 +60,12 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       const { type, fields } = proxy.failNext;
       req.resume();
       res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
-      return res.end(JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${type}`, message: `injected ${type}`, ...fields }));
+      return res.end(
+        JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${type}`, message: `injected ${type}`, ...fields }),
+      );
     }
-    const dropAnswer = proxy.dropAnswers > 0 && (proxy.dropAnswersOf === undefined || proxy.dropAnswersOf === operation);
+    const dropAnswer =
+      proxy.dropAnswers > 0 && (proxy.dropAnswersOf === undefined || proxy.dropAnswersOf === operation);
     if (dropAnswer) proxy.dropAnswers -= 1;
     const upstream = request(target + req.url, { method: req.method, headers: req.headers }, (answer) => {
       if (dropAnswer) {

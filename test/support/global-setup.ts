@@ -11,7 +11,9 @@ export default async function globalSetup(): Promise<void> {
   const unavailable = dynamoDbLocalUnavailable();
   if (unavailable) {
     if (process.env.REQUIRE_DYNAMODB_LOCAL === '1') {
-      throw new Error(`REQUIRE_DYNAMODB_LOCAL=1 but DynamoDB Local cannot run: ${unavailable}. Install Java 17+ (openjdk-17-jre-headless).`);
+      throw new Error(
+        `REQUIRE_DYNAMODB_LOCAL=1 but DynamoDB Local cannot run: ${unavailable}. Install Java 17+ (openjdk-17-jre-headless).`,
+      );
     }
     console.log(`\nDynamoDB Local suites SKIPPED: ${unavailable}. Install Java 17+ to run them.`);
     return;

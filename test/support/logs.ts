@@ -9,7 +9,13 @@ export class CapturedLogs {
 
   start(): void {
     const keep = (level: string) => (message: unknown) => this.entries.push({ level, message });
-    const logger: LoggerService = { log: keep('log'), error: keep('error'), warn: keep('warn'), debug: keep('debug'), verbose: keep('verbose') };
+    const logger: LoggerService = {
+      log: keep('log'),
+      error: keep('error'),
+      warn: keep('warn'),
+      debug: keep('debug'),
+      verbose: keep('verbose'),
+    };
     Logger.overrideLogger(logger);
   }
 

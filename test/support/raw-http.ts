@@ -13,8 +13,12 @@ export function rawPost(
   const { hostname, port } = new URL(url);
   const payload = Buffer.isBuffer(body) ? body : Buffer.from(body);
   const head = Buffer.concat([
-    Buffer.from(`POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\nConnection: close\r\nContent-Length: ${payload.length}\r\n`),
-    ...headers.map(([name, value]) => Buffer.concat([Buffer.from(`${name}: `), Buffer.from(value), Buffer.from('\r\n')])),
+    Buffer.from(
+      `POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\nConnection: close\r\nContent-Length: ${payload.length}\r\n`,
+    ),
+    ...headers.map(([name, value]) =>
+      Buffer.concat([Buffer.from(`${name}: `), Buffer.from(value), Buffer.from('\r\n')]),
+    ),
     Buffer.from('\r\n'),
   ]);
   return new Promise((resolve, reject) => {

@@ -39,10 +39,13 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
   const newId = () => `order-${++ids}`;
   const shop = () => test.get(ShopRuns);
   const order = async (id: string) =>
-    (await client.send(new GetItemCommand({ TableName: ordersTable, Key: { id: { S: id } }, ConsistentRead: true }))).Item;
+    (await client.send(new GetItemCommand({ TableName: ordersTable, Key: { id: { S: id } }, ConsistentRead: true })))
+      .Item;
   const keyItem = async (key: string) => {
     const pk = recordKey('POST /shop/orders/:id', undefined, key);
-    const { Item } = await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }));
+    const { Item } = await client.send(
+      new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }),
+    );
     return Item && unmarshall(Item);
   };
 
@@ -141,7 +144,11 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
   });
 
   it('lets DynamoDB answer a re-sent transaction that had committed unseen (ClientRequestToken from the claim)', async () => {
-    const repository = new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName, clock: testClock() });
+    const repository = new DynamoDbIdempotencyRepository({
+      client: localClient(proxy.endpoint),
+      tableName,
+      clock: testClock(),
+    });
     const id = newId();
     const key = `commit-retry-${id}`;
     const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
@@ -216,7 +223,10 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
   it('has the TTL API: ensureIdempotencyTable enables TTL and table:check passes', async () => {
     const lines: string[] = [];
     const out = { log: (line: string) => lines.push(line), error: (line: string) => lines.push(line) };
-    const code = await runTableCli(['table:check', '--table', tableName, '--endpoint', (await startStore('dynamodb-local')).endpoint], out);
+    const code = await runTableCli(
+      ['table:check', '--table', tableName, '--endpoint', (await startStore('dynamodb-local')).endpoint],
+      out,
+    );
     expect(lines).toContain(`ok: TTL is ENABLED on expires_at`);
     expect(code).toBe(0);
   });
@@ -268,7 +278,15 @@ describe('IdempotencyContext', () => {
     expect(repository.commits).toEqual([
       {
         key: recordKey('POST /shop/orders/:id', undefined, 'k1'),
-        writes: [{ Put: { TableName: 'orders', Item: { id: 'o1', run: 1, padding: '' }, ConditionExpression: 'attribute_not_exists(id)' } }],
+        writes: [
+          {
+            Put: {
+              TableName: 'orders',
+              Item: { id: 'o1', run: 1, padding: '' },
+              ConditionExpression: 'attribute_not_exists(id)',
+            },
+          },
+        ],
       },
     ]);
   });
@@ -276,7 +294,11 @@ describe('IdempotencyContext', () => {
   it('derives keys stable per record and name, distinct across names and records, never the raw key', async () => {
     const service = test.get(IdempotencyService);
     const derive = (key: string, operation = 'charge') =>
-      service.execute({ operation, key }, (context) => [context.deriveKey('provider'), context.deriveKey('mailer'), context.recordKey]);
+      service.execute({ operation, key }, (context) => [
+        context.deriveKey('provider'),
+        context.deriveKey('mailer'),
+        context.recordKey,
+      ]);
     const [provider, mailer, record] = await derive('raw-client-key-1');
     expect(provider).toMatch(/^[0-9a-f]{64}$/);
     expect(mailer).not.toBe(provider);

@@ -1,6 +1,12 @@
 import { Body, Controller, Inject, Injectable, Param, Post } from '@nestjs/common';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CommitWrite, Idempotent, IdempotencyContext, IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
+import {
+  CommitWrite,
+  Idempotent,
+  IdempotencyContext,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+} from 'nestjs-dynamodb-idempotency';
 
 export const ORDERS_TABLE = Symbol('ORDERS_TABLE');
 
@@ -40,12 +46,20 @@ export class ShopController {
         ConditionExpression: 'attribute_not_exists(id)',
       },
     });
-    this.context.commitWith(put(id), ...Array.from({ length: body.extraWrites ?? 0 }, (_, i) => put(`${id}-extra-${i}`)));
+    this.context.commitWith(
+      put(id),
+      ...Array.from({ length: body.extraWrites ?? 0 }, (_, i) => put(`${id}-extra-${i}`)),
+    );
     return { id, run };
   }
 }
 
-export function shopModule(client: DynamoDBClient, tableName: string, ordersTable: string, options: IdempotencyModuleOptions = {}) {
+export function shopModule(
+  client: DynamoDBClient,
+  tableName: string,
+  ordersTable: string,
+  options: IdempotencyModuleOptions = {},
+) {
   return {
     imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false }, ...options })],
     controllers: [ShopController],

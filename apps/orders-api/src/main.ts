@@ -6,7 +6,9 @@ async function main(): Promise<void> {
   const { url, microservice } = await startOrdersApi(configFromEnv());
   const logger = new Logger('OrdersApi');
   logger.log(`Orders API listening on ${url}`);
-  logger.log(`Payments consumer (TCP microservice: order.paid, order.quote) on ${microservice.host}:${microservice.port}`);
+  logger.log(
+    `Payments consumer (TCP microservice: order.paid, order.quote) on ${microservice.host}:${microservice.port}`,
+  );
   // eslint-disable-next-line no-console
   console.log(`
 Try a replay: run this twice. The second answer is the same order, with "Idempotent-Replayed: true".

@@ -22,12 +22,17 @@ export interface RunningOrdersApi {
 }
 
 /** Starts the demo: DynamoDB endpoint (embedded if none), tables, then the HTTP listener. */
-export async function startOrdersApi(config: OrdersApiConfig, options: { logger?: false } = {}): Promise<RunningOrdersApi> {
+export async function startOrdersApi(
+  config: OrdersApiConfig,
+  options: { logger?: false } = {},
+): Promise<RunningOrdersApi> {
   registerPrometheusMetrics();
   const logger = new Logger('OrdersApi');
   const dynamo = await resolveEndpoint(config);
   if (dynamo.embedded) {
-    logger.log(`DYNAMODB_ENDPOINT is not set: started an embedded dynalite at ${dynamo.endpoint} (in memory, gone on exit)`);
+    logger.log(
+      `DYNAMODB_ENDPOINT is not set: started an embedded dynalite at ${dynamo.endpoint} (in memory, gone on exit)`,
+    );
   } else {
     logger.log(`Using DynamoDB at ${dynamo.endpoint}`);
   }
@@ -56,7 +61,12 @@ export async function startOrdersApi(config: OrdersApiConfig, options: { logger?
   const microservice = { host: '127.0.0.1', port: (transport.unwrap<Server>().address() as AddressInfo).port };
   // Fastify listens on 127.0.0.1 unless told otherwise; Express on every interface.
   await (config.platform === 'fastify' ? app.listen(config.port, '0.0.0.0') : app.listen(config.port));
-  const transactions = config.idempotencyStore === 'dynamodb' && (await app.get(IdempotencyService).commitSupported().catch(() => false));
+  const transactions =
+    config.idempotencyStore === 'dynamodb' &&
+    (await app
+      .get(IdempotencyService)
+      .commitSupported()
+      .catch(() => false));
   logger.log(
     transactions
       ? 'POST /orders commits each order with its idempotency key in one transaction (TransactWriteItems)'

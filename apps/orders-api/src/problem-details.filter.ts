@@ -15,8 +15,11 @@ export class ProblemDetailsFilter extends BaseExceptionFilter {
     const body = exception.getResponse();
     // Nest's own fields (message, statusCode, error: 'Bad Request') become the problem's; anything else the exception
     // carries (Terminus's health details) stays.
-    const { message, statusCode: _statusCode, ...extensions } =
-      typeof body === 'string' ? { message: body } : (body as Record<string, unknown>);
+    const {
+      message,
+      statusCode: _statusCode,
+      ...extensions
+    } = typeof body === 'string' ? { message: body } : (body as Record<string, unknown>);
     if (typeof extensions.error === 'string') delete extensions.error;
     const problem = {
       type: 'about:blank',

@@ -18,7 +18,9 @@ async function main(): Promise<void> {
   const context = await NestFactory.createApplicationContext(ReconcileModule, { logger: ['error', 'warn', 'log'] });
   try {
     const result = await context.get(IdempotencyReconciler).sweep();
-    new Logger('Reconcile').log(`${config.idempotencyTable} at ${config.dynamoEndpoint ?? 'AWS'}: ${JSON.stringify(result)}`);
+    new Logger('Reconcile').log(
+      `${config.idempotencyTable} at ${config.dynamoEndpoint ?? 'AWS'}: ${JSON.stringify(result)}`,
+    );
   } finally {
     await context.close();
     client.destroy();

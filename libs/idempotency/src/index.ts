@@ -7,8 +7,9 @@ export type { EncryptionOptions } from './response/response-sealing';
 export { Idempotent } from './decorators/idempotent.decorator';
 export { IdempotentRoute } from './decorators/idempotent-route.metadata';
 export { IdempotencyService } from './protocol/idempotency.service';
-export { IdempotencyContext, MAX_COMMIT_WRITES } from './protocol/idempotency-context';
-export type { CommitWrite } from './protocol/idempotency-context';
+export { IdempotencyContext } from './protocol/idempotency-context';
+export { MAX_COMMIT_WRITES } from './repository/commit-write';
+export type { CommitWrite } from './repository/commit-write';
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
 export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
@@ -37,7 +38,12 @@ export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
 export type { ProblemOutcome, ProblemTypeUri, RequestOutcome } from './errors/outcomes';
-export type { BinaryBodyType, IdempotencyRecord, IdempotencyStatus, StoredResponse } from './repository/idempotency.record';
+export type {
+  BinaryBodyType,
+  IdempotencyRecord,
+  IdempotencyStatus,
+  StoredResponse,
+} from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
 export type {
   ClaimInput,

@@ -34,5 +34,6 @@ export const GRAPHQL_RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
  * the callers fall back to what the route's own metadata says.
  */
 export function applicationConfigOf(moduleRef: ModuleRef): ApplicationConfig | undefined {
-  return (moduleRef as unknown as { container?: { applicationConfig?: ApplicationConfig } }).container?.applicationConfig;
+  return (moduleRef as unknown as { container?: { applicationConfig?: ApplicationConfig } }).container
+    ?.applicationConfig;
 }

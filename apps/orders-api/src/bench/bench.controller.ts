@@ -122,7 +122,9 @@ export class BenchController {
       await floorCalls.claim(this.documents, this.tableName, pk, claimToken, now);
     } catch (error) {
       if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
-      const { Item } = await this.documents.send(new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }));
+      const { Item } = await this.documents.send(
+        new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }),
+      );
       if (Item?.status !== 'COMPLETED') throw new ConflictException('in progress');
       return JSON.parse(Item.response as string).body;
     }

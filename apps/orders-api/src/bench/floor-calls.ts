@@ -10,7 +10,14 @@ export const floorCalls = {
     return documents.send(
       new PutCommand({
         TableName: tableName,
-        Item: { pk, status: 'PENDING', expires_at: now + 60, claim_token: claimToken, fingerprint: '-', pending_since: now },
+        Item: {
+          pk,
+          status: 'PENDING',
+          expires_at: now + 60,
+          claim_token: claimToken,
+          fingerprint: '-',
+          pending_since: now,
+        },
         ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
         ExpressionAttributeValues: { ':now': now },
       }),
@@ -18,7 +25,14 @@ export const floorCalls = {
   },
 
   /** A conditional UpdateItem PENDING → COMPLETED with the response as JSON. */
-  complete(documents: DynamoDBDocumentClient, tableName: string, pk: string, claimToken: string, now: number, body: unknown) {
+  complete(
+    documents: DynamoDBDocumentClient,
+    tableName: string,
+    pk: string,
+    claimToken: string,
+    now: number,
+    body: unknown,
+  ) {
     return documents.send(
       new UpdateCommand({
         TableName: tableName,

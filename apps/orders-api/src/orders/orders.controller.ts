@@ -16,9 +16,17 @@ export class OrdersController {
   /** Creates an order. A retry with the same Idempotency-Key gets the same order back, never a second one. */
   @Post()
   @Idempotent()
-  async create(@Body(CreateOrderPipe) input: CreateOrderInput, @Res({ passthrough: true }) res: ResponseHeaders): Promise<Order> {
+  async create(
+    @Body(CreateOrderPipe) input: CreateOrderInput,
+    @Res({ passthrough: true }) res: ResponseHeaders,
+  ): Promise<Order> {
     if (this.config.orderProcessingDelayMs > 0) await sleep(this.config.orderProcessingDelayMs); // the "payment" step
-    const order: Order = { id: randomUUID(), item: input.item, quantity: input.quantity, createdAt: new Date().toISOString() };
+    const order: Order = {
+      id: randomUUID(),
+      item: input.item,
+      quantity: input.quantity,
+      createdAt: new Date().toISOString(),
+    };
     await this.orders.put(order);
     res.header('Location', `/orders/${order.id}`);
     return order;

@@ -56,7 +56,9 @@ export class OrdersRepository {
     const orders: Order[] = [];
     let ExclusiveStartKey: Record<string, unknown> | undefined;
     do {
-      const page = await this.send(new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }));
+      const page = await this.send(
+        new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }),
+      );
       orders.push(...((page.Items ?? []) as unknown as Order[]));
       ExclusiveStartKey = page.LastEvaluatedKey;
     } while (ExclusiveStartKey);
@@ -69,15 +71,22 @@ export class OrdersRepository {
    */
   private async send(
     command: PutCommand | UpdateCommand | GetCommand | ScanCommand,
-  ): Promise<{ Item?: Record<string, unknown>; Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> }> {
+  ): Promise<{
+    Item?: Record<string, unknown>;
+    Items?: Record<string, unknown>[];
+    LastEvaluatedKey?: Record<string, unknown>;
+  }> {
     try {
       // One call site for every command type; the output fields used are Item, Items and LastEvaluatedKey.
       return await this.documents.send(command as ScanCommand & GetCommand);
     } catch (error) {
       if ((error as Error).name === 'ConditionalCheckFailedException') throw error;
-      throw new ServiceUnavailableException(`The orders table is unavailable (${(error as Error).name}); retry later.`, {
-        cause: error,
-      });
+      throw new ServiceUnavailableException(
+        `The orders table is unavailable (${(error as Error).name}); retry later.`,
+        {
+          cause: error,
+        },
+      );
     }
   }
 }

@@ -37,8 +37,10 @@ export class PaymentsConsumer {
   @Idempotent({ key: (request: QuoteRequest) => request?.requestId })
   quote(@Payload() request: QuoteRequest) {
     // A final error (a status storeIf keeps: 410) is replayed to every retry; a 422 is the sender's to fix and retry.
-    if (String(request.item).startsWith('discontinued')) throw new RpcException({ status: 410, message: `${request.item} is no longer sold` });
-    if (!(request.quantity > 0 && request.quantity <= 1000)) throw new RpcException({ status: 422, message: 'quantity must be 1–1000' });
+    if (String(request.item).startsWith('discontinued'))
+      throw new RpcException({ status: 410, message: `${request.item} is no longer sold` });
+    if (!(request.quantity > 0 && request.quantity <= 1000))
+      throw new RpcException({ status: 422, message: 'quantity must be 1–1000' });
     return { quoteId: randomUUID(), item: request.item, quantity: request.quantity, total: request.quantity * 10 };
   }
 }

@@ -22,7 +22,12 @@ export async function runTableCli(argv: string[], out: CliOutput = console): Pro
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { table: { type: 'string' }, endpoint: { type: 'string' }, region: { type: 'string' }, help: { type: 'boolean' } },
+    options: {
+      table: { type: 'string' },
+      endpoint: { type: 'string' },
+      region: { type: 'string' },
+      help: { type: 'boolean' },
+    },
   });
   const [command] = positionals;
   if (values.help || (command !== 'table:create' && command !== 'table:check')) {
@@ -35,12 +40,17 @@ export async function runTableCli(argv: string[], out: CliOutput = console): Pro
   const client = new DynamoDBClient({
     endpoint,
     region: values.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1',
-    ...(local && !process.env.AWS_ACCESS_KEY_ID ? { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {}),
+    ...(local && !process.env.AWS_ACCESS_KEY_ID
+      ? { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
+      : {}),
   });
   const where = `${tableName} at ${endpoint ?? 'AWS'}`;
   try {
     if (command === 'table:create') {
-      await ensureIdempotencyTable(client, tableName, { log: (line: string) => out.log(line), warn: (line: string) => out.error(line) });
+      await ensureIdempotencyTable(client, tableName, {
+        log: (line: string) => out.log(line),
+        warn: (line: string) => out.error(line),
+      });
       out.log(`ready: ${where}`);
       return 0;
     }

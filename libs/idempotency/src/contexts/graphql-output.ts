@@ -27,7 +27,8 @@ function toStored(type: GraphQLOutputType, value: unknown, info: GraphQLResolveI
   if (value === null || value === undefined) return null;
   if (isNonNullType(type)) return toStored(type.ofType, value, info, path);
   if (isListType(type)) {
-    const items = typeof (value as Iterable<unknown>)[Symbol.iterator] === 'function' ? [...(value as Iterable<unknown>)] : [value];
+    const items =
+      typeof (value as Iterable<unknown>)[Symbol.iterator] === 'function' ? [...(value as Iterable<unknown>)] : [value];
     return items.map((item) => toStored(type.ofType, item, info, path));
   }
   if (isLeafType(type)) return serialized(() => type.serialize(value));
@@ -44,7 +45,8 @@ function toStored(type: GraphQLOutputType, value: unknown, info: GraphQLResolveI
     } catch {
       continue; // a getter that throws answers an error on the first response too
     }
-    if (property !== undefined && typeof property !== 'function') stored[field.name] = toStored(field.type, property, info, path);
+    if (property !== undefined && typeof property !== 'function')
+      stored[field.name] = toStored(field.type, property, info, path);
   }
   path.delete(value);
   return stored;
@@ -54,7 +56,8 @@ function fromStored(type: GraphQLOutputType, stored: unknown, info: GraphQLResol
   const { isNonNullType, isListType, isLeafType, isObjectType, isAbstractType } = graphql();
   if (stored === null || stored === undefined) return stored;
   if (isNonNullType(type)) return fromStored(type.ofType, stored, info);
-  if (isListType(type)) return Array.isArray(stored) ? stored.map((item) => fromStored(type.ofType, item, info)) : stored;
+  if (isListType(type))
+    return Array.isArray(stored) ? stored.map((item) => fromStored(type.ofType, item, info)) : stored;
   if (isLeafType(type)) {
     try {
       return type.parseValue(stored) ?? stored;
@@ -64,7 +67,11 @@ function fromStored(type: GraphQLOutputType, stored: unknown, info: GraphQLResol
   }
   if (typeof stored !== 'object') return stored;
   const typename = (stored as { __typename?: unknown }).__typename;
-  const concrete = isObjectType(type) ? type : isAbstractType(type) && typeof typename === 'string' ? info.schema.getType(typename) : undefined;
+  const concrete = isObjectType(type)
+    ? type
+    : isAbstractType(type) && typeof typename === 'string'
+      ? info.schema.getType(typename)
+      : undefined;
   if (!isObjectType(concrete)) return stored;
   const value: Record<string, unknown> = { ...(stored as object) };
   for (const field of Object.values(concrete.getFields())) {
@@ -88,7 +95,9 @@ function concreteType(abstractName: string, value: object, info: GraphQLResolveI
   if (isObjectType(resolved)) return resolved;
   const possible = info.schema.getPossibleTypes(abstract);
   const typename = (value as { __typename?: unknown }).__typename;
-  return possible.find((candidate) => candidate.name === typename || candidate.isTypeOf?.(value, undefined, info) === true);
+  return possible.find(
+    (candidate) => candidate.name === typename || candidate.isTypeOf?.(value, undefined, info) === true,
+  );
 }
 
 function serialized(serialize: () => unknown): unknown {

@@ -26,14 +26,16 @@ export class HandlerProbeInstaller {
         if (typeof type !== 'function' || wrapper.inject || !type.prototype) continue;
         for (const name of scanner.getAllMethodNames(type.prototype)) {
           const handler = type.prototype[name];
-          if (idempotentOptionsOf(reflector, handler, type) && interceptorsInside(type, handler).length > 0) installProbe(handler);
+          if (idempotentOptionsOf(reflector, handler, type) && interceptorsInside(type, handler).length > 0)
+            installProbe(handler);
         }
       }
     }
   }
 }
 
-const isIdempotencyInterceptor = (entry: unknown) => entry === IdempotencyInterceptor || entry instanceof IdempotencyInterceptor;
+const isIdempotencyInterceptor = (entry: unknown) =>
+  entry === IdempotencyInterceptor || entry instanceof IdempotencyInterceptor;
 
 /**
  * The interceptors that run between `IdempotencyInterceptor` and the handler, as bound (classes or instances): those

@@ -65,7 +65,9 @@ async function multerFiles(request: any, where: string): Promise<unknown> {
   let digestedFiles: unknown;
   if (Array.isArray(files)) digestedFiles = await all(files);
   else if (files) {
-    const entries = await Promise.all(Object.entries(files).map(async ([field, list]) => [field, await all(list)] as const));
+    const entries = await Promise.all(
+      Object.entries(files).map(async ([field, list]) => [field, await all(list)] as const),
+    );
     digestedFiles = Object.fromEntries(entries);
   }
   return { file: file && (await digest(file)), files: digestedFiles };
@@ -75,8 +77,15 @@ async function multerDigest(file: MulterFile, where: string): Promise<FileDigest
   let hash: string;
   if (file.buffer) hash = sha256Bytes(file.buffer);
   else if (file.path) hash = await sha256File(file.path);
-  else throw fileNotKept(where, file.fieldname, 'its storage engine kept neither a buffer (memory storage) nor a path (disk storage)');
-  return { $file: { field: file.fieldname, name: file.originalname, type: file.mimetype, size: file.size, sha256: hash } };
+  else
+    throw fileNotKept(
+      where,
+      file.fieldname,
+      'its storage engine kept neither a buffer (memory storage) nor a path (disk storage)',
+    );
+  return {
+    $file: { field: file.fieldname, name: file.originalname, type: file.mimetype, size: file.size, sha256: hash },
+  };
 }
 
 /**
@@ -88,7 +97,10 @@ async function withFileParts(body: unknown, where: string): Promise<unknown> {
   const values = Object.values(body);
   if (!values.some((value) => isPart(value) || (Array.isArray(value) && value.some(isPart)))) return body;
   const read = (value: unknown) => (isPart(value) ? partValue(value, where) : value);
-  const entries = Object.entries(body).map(([name, value]) => [name, Array.isArray(value) ? value.map(read) : read(value)]);
+  const entries = Object.entries(body).map(([name, value]) => [
+    name,
+    Array.isArray(value) ? value.map(read) : read(value),
+  ]);
   return Object.fromEntries(entries);
 }
 
@@ -103,14 +115,29 @@ interface MultipartPart {
 
 function isPart(value: unknown): value is MultipartPart {
   const part = value as MultipartPart | null;
-  return typeof part === 'object' && part !== null && (part.type === 'file' || part.type === 'field') && typeof part.fieldname === 'string' && 'fields' in part;
+  return (
+    typeof part === 'object' &&
+    part !== null &&
+    (part.type === 'file' || part.type === 'field') &&
+    typeof part.fieldname === 'string' &&
+    'fields' in part
+  );
 }
 
 function partValue(part: MultipartPart, where: string): unknown {
   if (part.type === 'field') return part.value;
-  if (!Buffer.isBuffer(part._buf)) throw fileNotKept(where, part.fieldname, 'its bytes were not kept (an onFile handler consumed the stream)');
+  if (!Buffer.isBuffer(part._buf))
+    throw fileNotKept(where, part.fieldname, 'its bytes were not kept (an onFile handler consumed the stream)');
   const bytes = part._buf;
-  return { $file: { field: part.fieldname, name: part.filename ?? '', type: part.mimetype, size: bytes.length, sha256: sha256Bytes(bytes) } };
+  return {
+    $file: {
+      field: part.fieldname,
+      name: part.filename ?? '',
+      type: part.mimetype,
+      size: bytes.length,
+      sha256: sha256Bytes(bytes),
+    },
+  };
 }
 
 function fileNotKept(where: string, field: string, why: string): IdempotencyBodyUnreadableError {
@@ -129,4 +156,3 @@ async function sha256File(path: string): Promise<string> {
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
   return hash.digest('hex');
 }
-

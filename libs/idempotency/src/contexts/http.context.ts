@@ -64,7 +64,11 @@ export class HttpContextAdapter implements ContextAdapter {
       return await requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
     } catch (error) {
       if (error instanceof IdempotencyBodyUnreadableError) {
-        this.logger.error({ msg: 'answering 500 body-unreadable: the body could not be fingerprinted', operation: `${method} ${route}`, reason: error.message });
+        this.logger.error({
+          msg: 'answering 500 body-unreadable: the body could not be fingerprinted',
+          operation: `${method} ${route}`,
+          reason: error.message,
+        });
       }
       throw error;
     }

@@ -110,7 +110,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * `@Idempotent()` answers while the handler still runs (a timeout), the client gets that answer at once, and the
    * outcome is still the handler's own, awaited to its end.
    */
-  private runHandler(call: InterceptedCall, adapter: ContextAdapter, next: CallHandler, answer: ClientAnswer): Promise<unknown> {
+  private runHandler(
+    call: InterceptedCall,
+    adapter: ContextAdapter,
+    next: CallHandler,
+    answer: ClientAnswer,
+  ): Promise<unknown> {
     return new Promise<unknown>((resolve, reject) => {
       let last: unknown;
       const settle = (outcome: Answer) => {
@@ -150,7 +155,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
       key = adapter.key(call);
     } catch (error) {
       if (error instanceof IdempotencyError) throw error;
-      this.logger.warn({ msg: 'the key function threw; answering 400 key-invalid', operation: adapter.operation(call), error: String(error) });
+      this.logger.warn({
+        msg: 'the key function threw; answering 400 key-invalid',
+        operation: adapter.operation(call),
+        error: String(error),
+      });
       throw new IdempotencyKeyInvalidError('it could not be derived from the request');
     }
     return validateKey(key);
@@ -160,12 +169,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private scopeOf(call: InterceptedCall, adapter: ContextAdapter, operation: string): string | undefined {
     const scope = call.route.scope ?? this.options.scope;
     const request = adapter.request(call) as { user?: unknown } | undefined;
-    if (scope === undefined && request?.user !== undefined && request?.user !== null) this.warnUnscoped(call, operation);
+    if (scope === undefined && request?.user !== undefined && request?.user !== null)
+      this.warnUnscoped(call, operation);
     if (!scope) return undefined;
     try {
       return scope(call.context, request);
     } catch (error) {
-      this.logger.error({ msg: 'the scope function threw; answering 500 scope-failed, the handler does not run', operation, error: String(error) });
+      this.logger.error({
+        msg: 'the scope function threw; answering 500 scope-failed, the handler does not run',
+        operation,
+        error: String(error),
+      });
       throw new IdempotencyScopeFailedError(operation);
     }
   }

@@ -43,7 +43,11 @@ export function rpcPattern(context: ExecutionContext): string {
  * declaring one version answers only that one; one declaring several, or `VERSION_NEUTRAL`, answers the version the
  * request asked for, read the way Nest's router reads it.
  */
-export function requestVersion(context: ExecutionContext, request: any, versioning: VersioningOptions | undefined): string | undefined {
+export function requestVersion(
+  context: ExecutionContext,
+  request: any,
+  versioning: VersioningOptions | undefined,
+): string | undefined {
   if (!versioning) return undefined;
   const declared: unknown =
     Reflect.getMetadata(VERSION_METADATA, context.getHandler()) ??

@@ -7,8 +7,12 @@ import { GRAPHQL_RESOLVER_TYPE_METADATA } from '../nest-internals';
 export const IdempotentRoute = Reflector.createDecorator<IdempotentOptions>({ key: 'idempotency:route' });
 
 /** The routes a class-level `@Idempotent()` protects: the ones that change something. */
-export const CLASS_PROTECTED_METHODS = new Set<unknown>([RequestMethod.POST, RequestMethod.PUT, RequestMethod.PATCH, RequestMethod.DELETE]);
-
+export const CLASS_PROTECTED_METHODS = new Set<unknown>([
+  RequestMethod.POST,
+  RequestMethod.PUT,
+  RequestMethod.PATCH,
+  RequestMethod.DELETE,
+]);
 
 /** Whether a resolver method is a GraphQL mutation (`@Mutation()`). */
 export function isGraphqlMutation(handler: object): boolean {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
-import type { CommitWrite } from '../protocol/idempotency-context';
+import type { CommitWrite } from '../repository/commit-write';
 import { dynamoErrorCode, toStoreError } from './dynamodb-errors';
 
 /** DynamoDB's limit on the aggregate size of the items in one transaction. */
@@ -15,7 +15,11 @@ export type CompletionUpdate = NonNullable<NonNullable<TransactWriteCommandInput
  * token: a retry of an attempt that committed unseen (a timeout) is answered by DynamoDB, not applied again. Refused
  * before anything is sent when it would exceed DynamoDB's 4 MB.
  */
-export function commitInput(claimToken: string, writes: readonly CommitWrite[], completion: CompletionUpdate): TransactWriteCommandInput {
+export function commitInput(
+  claimToken: string,
+  writes: readonly CommitWrite[],
+  completion: CompletionUpdate,
+): TransactWriteCommandInput {
   const input: TransactWriteCommandInput = {
     ClientRequestToken: createHash('sha256').update(`commit ${claimToken}`).digest('hex').slice(0, 36),
     TransactItems: [...writes, { Update: completion }],
@@ -81,7 +85,10 @@ function approximateBytes(value: unknown): number {
   if (value instanceof Set) return approximateBytes([...value]);
   if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + 1 + approximateBytes(item), 3);
   if (value && typeof value === 'object') {
-    return Object.entries(value).reduce((sum, [name, item]) => sum + Buffer.byteLength(name) + approximateBytes(item), 3);
+    return Object.entries(value).reduce(
+      (sum, [name, item]) => sum + Buffer.byteLength(name) + approximateBytes(item),
+      3,
+    );
   }
   return typeof value === 'number' ? 21 : 1;
 }

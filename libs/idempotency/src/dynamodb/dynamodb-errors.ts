@@ -57,12 +57,15 @@ export function isReplicatedWriteConflict(error: unknown): boolean {
  * overloaded or away.
  */
 const MISCONFIGURATION_FIXES: Record<string, string> = {
-  AccessDeniedException: 'grant these credentials the module\'s DynamoDB actions on the table (see IAM in the docs)',
-  ResourceNotFoundException: 'create the table (npx nestjs-dynamodb-idempotency table:create), or set tableName to the one that exists',
-  ValidationException: 'DynamoDB refused the request as invalid: check the table\'s key schema with npx nestjs-dynamodb-idempotency table:check',
+  AccessDeniedException: "grant these credentials the module's DynamoDB actions on the table (see IAM in the docs)",
+  ResourceNotFoundException:
+    'create the table (npx nestjs-dynamodb-idempotency table:create), or set tableName to the one that exists',
+  ValidationException:
+    "DynamoDB refused the request as invalid: check the table's key schema with npx nestjs-dynamodb-idempotency table:check",
   UnrecognizedClientException: 'DynamoDB does not know these credentials: check the access key and the region',
   InvalidSignatureException: 'DynamoDB rejected the request signature: check the secret key and the region',
-  CredentialsProviderError: 'no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role',
+  CredentialsProviderError:
+    'no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role',
 };
 
 /** What fixes a store error that retrying will not, or undefined for a fault that may pass (throttling, an outage). */

@@ -71,7 +71,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     });
   });
 
-  it('writes the record\'s attributes as DynamoDB types, and refuses a value of any other type before sending', async () => {
+  it("writes the record's attributes as DynamoDB types, and refuses a value of any other type before sending", async () => {
     const { repository, send } = mockedRepository();
     send.mockResolvedValueOnce({} as never);
     await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
@@ -90,7 +90,9 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
 
   it('reads with ConsistentRead when the failed claim carries no item (as on dynalite)', async () => {
     const { repository, send, sent } = mockedRepository();
-    send.mockRejectedValueOnce(conditionFailed() as never).mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);
+    send
+      .mockRejectedValueOnce(conditionFailed() as never)
+      .mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim.claimed).toBe(false);
     expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand']);
@@ -129,8 +131,18 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       return { Item: marshall({ ...pendingItem, status: 'FAILED' }) };
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect(claim).toEqual({ claimed: false, existing: expect.objectContaining({ status: 'FAILED', claimToken: 'theirs' }) });
-    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand', 'PutItemCommand', 'GetItemCommand', 'PutItemCommand', 'GetItemCommand']);
+    expect(claim).toEqual({
+      claimed: false,
+      existing: expect.objectContaining({ status: 'FAILED', claimToken: 'theirs' }),
+    });
+    expect(sent()).toEqual([
+      'PutItemCommand',
+      'GetItemCommand',
+      'PutItemCommand',
+      'GetItemCommand',
+      'PutItemCommand',
+      'GetItemCommand',
+    ]);
   });
 
   it('recognises its own claim when an SDK retry of a landed write fails the condition', async () => {
@@ -139,7 +151,10 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       throw conditionFailed(unmarshall(command.input.Item!));
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect(claim).toEqual({ claimed: true, claimToken: (send.mock.calls[0][0] as PutItemCommand).input.Item?.claim_token.S });
+    expect(claim).toEqual({
+      claimed: true,
+      claimToken: (send.mock.calls[0][0] as PutItemCommand).input.Item?.claim_token.S,
+    });
   });
 
   it('reports each call to the store with its duration in seconds, its operation and its result', async () => {
@@ -164,15 +179,35 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
   it('guards completion by status and claim token, and explains a refusal from the returned item', async () => {
     const { repository, send, sent } = mockedRepository();
     send.mockRejectedValueOnce(
-      conditionFailed({ ...pendingItem, status: 'COMPLETED', claim_token: 'mine', response: '{"statusCode":201,"headers":{}}' }) as never,
+      conditionFailed({
+        ...pendingItem,
+        status: 'COMPLETED',
+        claim_token: 'mine',
+        response: '{"statusCode":201,"headers":{}}',
+      }) as never,
     );
-    const result = await repository.complete({ key: 'k', claimToken: 'mine', response: { statusCode: 201, headers: {} }, ttlSeconds: 60 });
+    const result = await repository.complete({
+      key: 'k',
+      claimToken: 'mine',
+      response: { statusCode: 201, headers: {} },
+      ttlSeconds: 60,
+    });
     expect(result).toMatchObject({ ok: false, reason: 'already_completed' });
     expect(sent()).toEqual(['UpdateItemCommand']);
     expect((send.mock.calls[0][0] as UpdateItemCommand).input).toMatchObject({
       ConditionExpression: '#status = :pending AND #token = :token',
-      ExpressionAttributeNames: { '#status': 'status', '#token': 'claim_token', '#response': 'response', '#expires': 'expires_at', '#completed': 'completed_at' },
-      ExpressionAttributeValues: expect.objectContaining({ ':pending': { S: 'PENDING' }, ':token': { S: 'mine' }, ':expiresAt': { N: String(NOW + 60) } }),
+      ExpressionAttributeNames: {
+        '#status': 'status',
+        '#token': 'claim_token',
+        '#response': 'response',
+        '#expires': 'expires_at',
+        '#completed': 'completed_at',
+      },
+      ExpressionAttributeValues: expect.objectContaining({
+        ':pending': { S: 'PENDING' },
+        ':token': { S: 'mine' },
+        ':expiresAt': { N: String(NOW + 60) },
+      }),
     });
   });
 });
@@ -182,9 +217,17 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
  * local server produces on demand (DynamoDB Local's own transaction behaviour is in test/transactions).
  */
 describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked client', () => {
-  const write = (id: string, item: Record<string, unknown> = {}) => ({ Put: { TableName: 'shop', Item: { pk: id, ...item } } });
+  const write = (id: string, item: Record<string, unknown> = {}) => ({
+    Put: { TableName: 'shop', Item: { pk: id, ...item } },
+  });
   const complete = (repository: DynamoDbIdempotencyRepository, writes: ReturnType<typeof write>[]) =>
-    repository.complete({ key: 'k', claimToken: 'mine', response: { statusCode: 201, headers: {} }, ttlSeconds: 60, writes });
+    repository.complete({
+      key: 'k',
+      claimToken: 'mine',
+      response: { statusCode: 201, headers: {} },
+      ttlSeconds: 60,
+      writes,
+    });
   const cancelled = (...codes: string[]) =>
     new TransactionCanceledException({
       message: 'Transaction cancelled',
@@ -192,7 +235,7 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
       CancellationReasons: codes.map((Code) => ({ Code, ...(Code === 'None' ? {} : { Message: `${Code} here` }) })),
     });
 
-  it('sends the writes then the guarded completion, and reports the record\'s new expiry', async () => {
+  it("sends the writes then the guarded completion, and reports the record's new expiry", async () => {
     const { repository, send, sent } = mockedRepository();
     send.mockResolvedValueOnce({} as never);
     await expect(complete(repository, [write('order-1')])).resolves.toEqual({ ok: true, expiresAt: NOW + 60 });
@@ -237,13 +280,29 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     send.mockRejectedValueOnce(error as never);
     const commit = complete(repository, [write('order-1')]);
     await expect(commit).rejects.toBeInstanceOf(IdempotencyStoreUnavailableError);
-    await expect(commit).rejects.toMatchObject({ operation: 'commit', dynamoErrorCode: 'TransactionConflict', cause: error });
+    await expect(commit).rejects.toMatchObject({
+      operation: 'commit',
+      dynamoErrorCode: 'TransactionConflict',
+      cause: error,
+    });
   });
 
   it.each([
-    ['the first write', ['ValidationError', 'None', 'None'], 'TransactWriteItems refused write 0 of commitWith: ValidationError: ValidationError here'],
-    ['a later write', ['None', 'ItemCollectionSizeLimitExceeded', 'None'], 'TransactWriteItems refused write 1 of commitWith: ItemCollectionSizeLimitExceeded: ItemCollectionSizeLimitExceeded here'],
-    ['the completion', ['None', 'None', 'ValidationError'], 'TransactWriteItems refused the completion: ValidationError: ValidationError here'],
+    [
+      'the first write',
+      ['ValidationError', 'None', 'None'],
+      'TransactWriteItems refused write 0 of commitWith: ValidationError: ValidationError here',
+    ],
+    [
+      'a later write',
+      ['None', 'ItemCollectionSizeLimitExceeded', 'None'],
+      'TransactWriteItems refused write 1 of commitWith: ItemCollectionSizeLimitExceeded: ItemCollectionSizeLimitExceeded here',
+    ],
+    [
+      'the completion',
+      ['None', 'None', 'ValidationError'],
+      'TransactWriteItems refused the completion: ValidationError: ValidationError here',
+    ],
   ])('names the action when DynamoDB refuses %s for another reason', async (_, codes, message) => {
     const { repository, send } = mockedRepository();
     const error = cancelled(...codes);
@@ -262,13 +321,23 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
   });
 
   describe('refuses a transaction over 4 MB before sending it, counting as DynamoDB does', () => {
-    const refusal = /^commitWith: the transaction would be about \d+ bytes \(the writes and the stored response\), over DynamoDB's 4194304-byte limit; nothing was written\.$/;
+    const refusal =
+      /^commitWith: the transaction would be about \d+ bytes \(the writes and the stored response\), over DynamoDB's 4194304-byte limit; nothing was written\.$/;
 
     it.each([
       ['a string set', () => ({ tags: new Set(Array.from({ length: 5 }, (_, i) => `${i}`.repeat(1024 * 1024))) })],
-      ['a list of 2.5 million one-character strings (a byte and a byte of overhead each)', () => ({ letters: Array.from({ length: 2_500_000 }, () => 'a') })],
-      ['45 attribute names of 100 KB each', () => Object.fromEntries(Array.from({ length: 45 }, (_, i) => [`${i}`.padEnd(100 * 1024, 'n'), true]))],
-      ['a list of 500,000 sixteen-digit numbers', () => ({ amounts: Array.from({ length: 500_000 }, (_, i) => 1_000_000_000_000_000 + i) })],
+      [
+        'a list of 2.5 million one-character strings (a byte and a byte of overhead each)',
+        () => ({ letters: Array.from({ length: 2_500_000 }, () => 'a') }),
+      ],
+      [
+        '45 attribute names of 100 KB each',
+        () => Object.fromEntries(Array.from({ length: 45 }, (_, i) => [`${i}`.padEnd(100 * 1024, 'n'), true])),
+      ],
+      [
+        'a list of 500,000 sixteen-digit numbers',
+        () => ({ amounts: Array.from({ length: 500_000 }, (_, i) => 1_000_000_000_000_000 + i) }),
+      ],
     ])('%s', async (_, item) => {
       const { repository, send } = mockedRepository();
       await expect(complete(repository, [write('order-1', item())])).rejects.toThrow(refusal);
@@ -287,8 +356,16 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
 describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client', () => {
   it.each([
     ['an empty transaction that succeeds', () => Promise.resolve({}), true],
-    ['a ValidationException (DynamoDB, DynamoDB Local)', () => Promise.reject(Object.assign(new Error('empty'), { name: 'ValidationException' })), true],
-    ['an UnknownOperationException (dynalite)', () => Promise.reject(Object.assign(new Error('unknown'), { name: 'UnknownOperationException' })), false],
+    [
+      'a ValidationException (DynamoDB, DynamoDB Local)',
+      () => Promise.reject(Object.assign(new Error('empty'), { name: 'ValidationException' })),
+      true,
+    ],
+    [
+      'an UnknownOperationException (dynalite)',
+      () => Promise.reject(Object.assign(new Error('unknown'), { name: 'UnknownOperationException' })),
+      false,
+    ],
   ])('reads %s as the answer, and asks once', async (_, answer, supported) => {
     const { repository, send } = mockedRepository();
     send.mockImplementation(answer as never);
@@ -323,7 +400,10 @@ function clientAnswering(answer: () => { statusCode: number; type: string } | Er
         calls.count += 1;
         const scripted = answer();
         if (scripted instanceof Error) throw scripted;
-        const body = JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${scripted.type}`, message: scripted.type });
+        const body = JSON.stringify({
+          __type: `com.amazonaws.dynamodb.v20120810#${scripted.type}`,
+          message: scripted.type,
+        });
         return {
           response: {
             statusCode: scripted.statusCode,
@@ -334,7 +414,10 @@ function clientAnswering(answer: () => { statusCode: number; type: string } | Er
       },
     } as never,
   });
-  return { calls, repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new ManualClock(NOW * 1000) }) };
+  return {
+    calls,
+    repository: new DynamoDbIdempotencyRepository({ client, tableName: 't', clock: new ManualClock(NOW * 1000) }),
+  };
 }
 
 describe('DynamoDbIdempotencyRepository store faults', () => {
@@ -351,7 +434,11 @@ describe('DynamoDbIdempotencyRepository store faults', () => {
 
   it.each([
     ['a 500', () => ({ statusCode: 500, type: 'InternalServerError' }), 'InternalServerError'],
-    ['a refused connection', () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), 'ECONNREFUSED'],
+    [
+      'a refused connection',
+      () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+      'ECONNREFUSED',
+    ],
   ])('reports %s as the store being unavailable', async (_, answer, code) => {
     const { repository } = clientAnswering(answer);
     await expect(repository.get({ key: 'k' })).rejects.toMatchObject({
@@ -360,12 +447,18 @@ describe('DynamoDbIdempotencyRepository store faults', () => {
     });
   });
 
-  it.each(['ResourceNotFoundException', 'AccessDeniedException', 'ValidationException', 'UnrecognizedClientException', 'InvalidSignatureException'])(
-    'reports %s as the store being misconfigured, not as a fault that may pass',
-    async (type) => {
-      const { calls, repository } = clientAnswering(() => ({ statusCode: 400, type }));
-      await expect(repository.get({ key: 'k' })).rejects.toMatchObject({ name: 'IdempotencyStoreMisconfiguredError', dynamoErrorCode: type });
-      expect(calls.count).toBe(1);
-    },
-  );
+  it.each([
+    'ResourceNotFoundException',
+    'AccessDeniedException',
+    'ValidationException',
+    'UnrecognizedClientException',
+    'InvalidSignatureException',
+  ])('reports %s as the store being misconfigured, not as a fault that may pass', async (type) => {
+    const { calls, repository } = clientAnswering(() => ({ statusCode: 400, type }));
+    await expect(repository.get({ key: 'k' })).rejects.toMatchObject({
+      name: 'IdempotencyStoreMisconfiguredError',
+      dynamoErrorCode: type,
+    });
+    expect(calls.count).toBe(1);
+  });
 });

@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient, GetItemCommand, PutItemCommand, ScanCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import type { CommitWrite } from '../protocol/idempotency-context';
+import type { CommitWrite } from '../repository/commit-write';
 import { IdempotencyRecord, isClaimable } from '../repository/idempotency.record';
 import {
   ClaimInput,
@@ -23,7 +29,18 @@ import {
 } from '../repository/idempotency.repository';
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
-import { attributeValues, names, recordFromItem, recordItem, responseAttribute } from './item-mapping';
+import { recordFromItem, responseAttribute } from './item-mapping';
+import {
+  claimRequest,
+  completion,
+  FAILURE,
+  getRequest,
+  guarded,
+  RENEWAL,
+  scanRequest,
+  Transition,
+  updateRequest,
+} from './record-requests';
 import { StoreCalls } from './store-calls';
 import { readinessProblem } from './table-checks';
 import { TableLayout, TableLayoutOptions } from './table-layout';
@@ -34,16 +51,6 @@ export interface DynamoDbIdempotencyRepositoryOptions extends TableLayoutOptions
   clock?: IdempotencyClock;
   telemetry?: IdempotencyTelemetry;
 }
-
-/** A claim wins a new key, a failed attempt, a lease past its end by the clock-skew margin, or a finished record past its expiry. */
-const CLAIMABLE =
-  'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
-const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
-const COMPLETE = 'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now';
-/** Everything but the response: listings need state, not payloads. */
-const STATE = '#pk, #status, #expires, #token, #fingerprint, #pending, #completed';
-
-type Update = { UpdateExpression: string; ExpressionAttributeValues: Record<string, unknown> };
 
 /**
  * The DynamoDB repository: one conditional write per state transition, first writer wins, in the order of the state
@@ -59,10 +66,19 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   private readonly clock: IdempotencyClock;
   private readonly telemetry: IdempotencyTelemetry;
   /** One request per `writes` array: a retried commit is the same request, so DynamoDB's token answers it. */
-  private readonly transactions = new WeakMap<readonly CommitWrite[], { input: TransactWriteCommandInput; expiresAt: number }>();
+  private readonly transactions = new WeakMap<
+    readonly CommitWrite[],
+    { input: TransactWriteCommandInput; expiresAt: number }
+  >();
   private transactionSupport?: Promise<boolean>;
 
-  constructor({ client, tableName, clock = new SystemClock(), telemetry = new IdempotencyTelemetry(), ...layout }: DynamoDbIdempotencyRepositoryOptions) {
+  constructor({
+    client,
+    tableName,
+    clock = new SystemClock(),
+    telemetry = new IdempotencyTelemetry(),
+    ...layout
+  }: DynamoDbIdempotencyRepositoryOptions) {
     super();
     this.documents = client instanceof DynamoDBDocumentClient ? client : DynamoDBDocumentClient.from(client);
     this.tableName = tableName;
@@ -77,28 +93,8 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       const claimToken = randomUUID();
       const now = this.clock.nowSeconds();
       try {
-        await this.calls.send(
-          'claim',
-          new PutItemCommand({
-            TableName: this.tableName,
-            Item: recordItem(this.layout, key, partition, {
-              status: 'PENDING',
-              expires_at: now + leaseSeconds,
-              claim_token: claimToken,
-              fingerprint,
-              pending_since: now,
-            }),
-            ConditionExpression: CLAIMABLE,
-            ExpressionAttributeNames: names(this.layout, CLAIMABLE),
-            ExpressionAttributeValues: attributeValues({
-              ':leaseCutoff': now - clockSkewSeconds,
-              ':now': now,
-              ':failed': 'FAILED',
-              ':pending': 'PENDING',
-            }),
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        );
+        const request = { key, partition, claimToken, fingerprint, nowSeconds: now, leaseSeconds, clockSkewSeconds };
+        await this.calls.send('claim', new PutItemCommand(claimRequest(this.tableName, this.layout, request)));
         return { claimed: true, claimToken };
       } catch (error) {
         // Another Region wrote the item at the same moment (multi-Region strong consistency): contention, like a
@@ -122,59 +118,38 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
 
   async complete({ key, partition, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
     const now = this.clock.nowSeconds();
-    const update = {
-      UpdateExpression: COMPLETE,
-      ExpressionAttributeValues: { ':completed': 'COMPLETED', ':response': responseAttribute(response), ':now': now },
-    };
+    const update = completion(responseAttribute(response), now);
     if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
     return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
   }
 
   async fail({ key, partition, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
-    return this.transition('fail', { key, partition }, claimToken, this.clock.nowSeconds() + ttlSeconds, {
-      UpdateExpression: 'SET #status = :failed, #expires = :expiresAt',
-      ExpressionAttributeValues: { ':failed': 'FAILED' },
-    });
+    return this.transition('fail', { key, partition }, claimToken, this.clock.nowSeconds() + ttlSeconds, FAILURE);
   }
 
   async renew({ key, partition, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
-    return this.transition('renew', { key, partition }, claimToken, this.clock.nowSeconds() + leaseSeconds, {
-      UpdateExpression: 'SET #expires = :expiresAt',
-      ExpressionAttributeValues: {},
-    });
+    return this.transition('renew', { key, partition }, claimToken, this.clock.nowSeconds() + leaseSeconds, RENEWAL);
   }
 
-  async get({ key, partition }: GetInput): Promise<IdempotencyRecord | undefined> {
+  async get(location: GetInput): Promise<IdempotencyRecord | undefined> {
     const { Item } = await this.calls.send(
       'get',
-      new GetItemCommand({ TableName: this.tableName, Key: this.layout.itemKey(key, partition), ConsistentRead: true }),
+      new GetItemCommand(getRequest(this.tableName, this.layout, location)),
     );
     return Item && recordFromItem(this.layout, Item);
   }
 
-  /** The module's records a page at a time (in a shared table, only items under the key prefix that are records). */
+  /** The module's records a page at a time (in a shared table, only its own). */
   async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
-    const filter = this.layout.keyPrefix ? `attribute_exists(#token) AND begins_with(#key, :prefix)` : 'attribute_exists(#token)';
-    let ExclusiveStartKey: Record<string, never> | undefined;
+    let startKey: Record<string, never> | undefined;
     do {
       const page = await this.calls.send(
         'scan',
-        new ScanCommand({
-          TableName: this.tableName,
-          Limit: pageSize,
-          ExclusiveStartKey,
-          ProjectionExpression: this.layout.sortKey ? `${STATE}, #sk` : STATE,
-          FilterExpression: filter,
-          ExpressionAttributeNames: {
-            ...names(this.layout, STATE, filter, this.layout.sortKey ? '#sk' : ''),
-            ...(this.layout.keyPrefix ? { '#key': this.layout.recordKeyAttribute } : {}),
-          },
-          ...(this.layout.keyPrefix ? { ExpressionAttributeValues: { ':prefix': { S: this.layout.keyPrefix } } } : {}),
-        }),
+        new ScanCommand(scanRequest(this.tableName, this.layout, pageSize, startKey)),
       );
       yield (page.Items ?? []).flatMap((item) => recordFromItem(this.layout, item) ?? []);
-      ExclusiveStartKey = page.LastEvaluatedKey as Record<string, never> | undefined;
-    } while (ExclusiveStartKey);
+      startKey = page.LastEvaluatedKey as Record<string, never> | undefined;
+    } while (startKey);
   }
 
   override supportsCommitWith(): Promise<boolean> {
@@ -197,18 +172,13 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     location: RecordLocation,
     claimToken: string,
     expiresAt: number,
-    update: Update,
+    transition: Transition,
   ): Promise<TransitionResult> {
-    const guarded = this.guarded(claimToken, expiresAt, update);
+    const update = guarded(this.layout, claimToken, expiresAt, transition);
     try {
       await this.calls.send(
         operation,
-        new UpdateItemCommand({
-          TableName: this.tableName,
-          Key: this.layout.itemKey(location.key, location.partition),
-          ...guarded,
-          ExpressionAttributeValues: attributeValues(guarded.ExpressionAttributeValues),
-        }),
+        new UpdateItemCommand(updateRequest(this.tableName, this.layout, location, update)),
       );
       return { ok: true, expiresAt };
     } catch (error) {
@@ -219,13 +189,19 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** The completion and the work's writes in one transaction (see `commitInput`); a cancellation is read by `cancellationOf`. */
-  private async commit(location: RecordLocation, claimToken: string, expiresAt: number, update: Update, writes: readonly CommitWrite[]): Promise<CompleteResult> {
+  private async commit(
+    location: RecordLocation,
+    claimToken: string,
+    expiresAt: number,
+    transition: Transition,
+    writes: readonly CommitWrite[],
+  ): Promise<CompleteResult> {
     let request = this.transactions.get(writes);
     if (!request) {
       const completion: CompletionUpdate = {
         TableName: this.tableName,
         Key: this.layout.documentKey(location.key, location.partition),
-        ...this.guarded(claimToken, expiresAt, update),
+        ...guarded(this.layout, claimToken, expiresAt, transition),
       };
       request = { input: commitInput(claimToken, writes, completion), expiresAt };
       this.transactions.set(writes, request);
@@ -235,27 +211,19 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       return { ok: true, expiresAt: request.expiresAt };
     } catch (error) {
       const cancellation = cancellationOf(error, writes.length);
-      if ('writeIndex' in cancellation) return { ok: false, reason: 'commit_rejected', writeIndex: cancellation.writeIndex };
+      if ('writeIndex' in cancellation)
+        return { ok: false, reason: 'commit_rejected', writeIndex: cancellation.writeIndex };
       this.telemetry.conditionRejected(this.tableName, 'complete');
       return refusal(claimToken, await this.existingAfterFailedCondition(location, cancellation.completionRefused));
     }
   }
 
-  /** An update that applies only while `claimToken` owns the PENDING record, and returns the record when it does not. */
-  private guarded(claimToken: string, expiresAt: number, update: Update) {
-    return {
-      UpdateExpression: update.UpdateExpression,
-      ConditionExpression: OWNED_BY_CLAIM,
-      ExpressionAttributeNames: names(this.layout, update.UpdateExpression, OWNED_BY_CLAIM),
-      ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':expiresAt': expiresAt, ':pending': 'PENDING', ':token': claimToken },
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
-    };
-  }
-
   /** Real DynamoDB returns the item on the exception (marshalled even through the DocumentClient); dynalite does not. */
-  private async existingAfterFailedCondition(location: RecordLocation, error: { Item?: Record<string, unknown> }): Promise<IdempotencyRecord | undefined> {
+  private async existingAfterFailedCondition(
+    location: RecordLocation,
+    error: { Item?: Record<string, unknown> },
+  ): Promise<IdempotencyRecord | undefined> {
     if (error.Item) return recordFromItem(this.layout, error.Item);
     return this.get(location);
   }
-
 }

@@ -34,14 +34,23 @@ export async function ensureIdempotencyTable(
   const keys: KeySchemaElement[] = [{ AttributeName: layout.partitionKey, KeyType: 'HASH' }];
   if (layout.sortKey) keys.push({ AttributeName: layout.sortKey, KeyType: 'RANGE' });
   const definitions: AttributeDefinition[] = keys.map(({ AttributeName }) => ({ AttributeName, AttributeType: 'S' }));
-  await ensureTable(client, { TableName: tableName, AttributeDefinitions: definitions, KeySchema: keys, BillingMode: 'PAY_PER_REQUEST' }, logger);
+  await ensureTable(
+    client,
+    { TableName: tableName, AttributeDefinitions: definitions, KeySchema: keys, BillingMode: 'PAY_PER_REQUEST' },
+    logger,
+  );
   const expiry = layout.names.expires_at;
   try {
-    const { TimeToLiveDescription } = await asPlainClient(client).send(new DescribeTimeToLiveCommand({ TableName: tableName }));
+    const { TimeToLiveDescription } = await asPlainClient(client).send(
+      new DescribeTimeToLiveCommand({ TableName: tableName }),
+    );
     const status = TimeToLiveDescription?.TimeToLiveStatus;
     if ((status === 'ENABLED' || status === 'ENABLING') && TimeToLiveDescription?.AttributeName === expiry) return;
     await asPlainClient(client).send(
-      new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { Enabled: true, AttributeName: expiry } }),
+      new UpdateTimeToLiveCommand({
+        TableName: tableName,
+        TimeToLiveSpecification: { Enabled: true, AttributeName: expiry },
+      }),
     );
     logger.log(`TTL enabled on ${tableName}.${expiry}`);
   } catch (error) {
@@ -71,7 +80,10 @@ export async function ensureTable(
     // Another instance created it first.
     if (dynamoErrorCode(error) !== 'ResourceInUseException') throw error;
   }
-  await waitUntilTableExists({ client: asPlainClient(client), maxWaitTime: 60, minDelay: 1 }, { TableName: definition.TableName });
+  await waitUntilTableExists(
+    { client: asPlainClient(client), maxWaitTime: 60, minDelay: 1 },
+    { TableName: definition.TableName },
+  );
 }
 
 /** A document client sends table-level commands unchanged; only the types differ. */

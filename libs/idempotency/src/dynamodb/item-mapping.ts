@@ -61,8 +61,15 @@ export function attributeValues(values: object): Record<string, AttributeValue> 
 }
 
 /** A record's item: its key under the layout's key attributes, its attributes under the layout's names. */
-export function recordItem(layout: TableLayout, key: string, partition: string | undefined, item: RecordItem): Record<string, AttributeValue> {
-  const renamed = Object.fromEntries(Object.entries(item).map(([name, value]) => [layout.names[name as RecordAttribute], value]));
+export function recordItem(
+  layout: TableLayout,
+  key: string,
+  partition: string | undefined,
+  item: RecordItem,
+): Record<string, AttributeValue> {
+  const renamed = Object.fromEntries(
+    Object.entries(item).map(([name, value]) => [layout.names[name as RecordAttribute], value]),
+  );
   return { ...layout.itemKey(key, partition), ...attributeValues(renamed) };
 }
 
@@ -70,11 +77,15 @@ export function recordItem(layout: TableLayout, key: string, partition: string |
  * An item as DynamoDB returns it (to a low-level read, on a failed condition, in a scan), as a record; undefined for
  * an item that is not one of the module's records (another entity of a shared table).
  */
-export function recordFromItem(layout: TableLayout, attributes: Record<string, unknown>): IdempotencyRecord | undefined {
+export function recordFromItem(
+  layout: TableLayout,
+  attributes: Record<string, unknown>,
+): IdempotencyRecord | undefined {
   const item = unmarshall(attributes as Record<string, AttributeValue>);
   const key = layout.recordKeyOf(item[layout.recordKeyAttribute]);
   const read = (name: RecordAttribute) => item[layout.names[name]];
-  if (key === undefined || typeof read('claim_token') !== 'string' || typeof read('status') !== 'string') return undefined;
+  if (key === undefined || typeof read('claim_token') !== 'string' || typeof read('status') !== 'string')
+    return undefined;
   const completedAt = read('completed_at');
   const response = read('response');
   return {

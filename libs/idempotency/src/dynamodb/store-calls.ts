@@ -2,7 +2,14 @@ import { GetItemCommand, PutItemCommand, ScanCommand, UpdateItemCommand } from '
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry, StoreOperation } from '../observability/idempotency.telemetry';
-import { dynamoErrorCode, isConditionalCheckFailed, isReplicatedWriteConflict, isTransactionCanceled, misconfigurationFix, toStoreError } from './dynamodb-errors';
+import {
+  dynamoErrorCode,
+  isConditionalCheckFailed,
+  isReplicatedWriteConflict,
+  isTransactionCanceled,
+  misconfigurationFix,
+  toStoreError,
+} from './dynamodb-errors';
 
 /** The output fields the repository reads, whatever the command. */
 export interface CallOutput {
@@ -25,7 +32,10 @@ export class StoreCalls {
     private readonly telemetry: IdempotencyTelemetry,
   ) {}
 
-  async send(operation: StoreOperation, command: PutItemCommand | UpdateItemCommand | GetItemCommand | ScanCommand | TransactWriteCommand): Promise<CallOutput> {
+  async send(
+    operation: StoreOperation,
+    command: PutItemCommand | UpdateItemCommand | GetItemCommand | ScanCommand | TransactWriteCommand,
+  ): Promise<CallOutput> {
     const started = performance.now();
     let result = 'ok';
     try {
@@ -35,7 +45,11 @@ export class StoreCalls {
       result = dynamoErrorCode(error);
       const fields = { operation, table: this.tableName, dynamo_error_code: result };
       // Contention on a completion or release is a fault like throttling: retried by the service.
-      if (isConditionalCheckFailed(error) || isTransactionCanceled(error) || (operation === 'claim' && isReplicatedWriteConflict(error))) {
+      if (
+        isConditionalCheckFailed(error) ||
+        isTransactionCanceled(error) ||
+        (operation === 'claim' && isReplicatedWriteConflict(error))
+      ) {
         this.logger.debug({ msg: 'conditional write rejected', ...fields });
         throw error;
       }

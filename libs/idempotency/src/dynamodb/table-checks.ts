@@ -1,4 +1,9 @@
-import { DescribeTableCommand, DescribeTimeToLiveCommand, DynamoDBClient, TableDescription } from '@aws-sdk/client-dynamodb';
+import {
+  DescribeTableCommand,
+  DescribeTimeToLiveCommand,
+  DynamoDBClient,
+  TableDescription,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoErrorCode } from './dynamodb-errors';
 import { TableLayout, TableLayoutOptions } from './table-layout';
@@ -25,12 +30,15 @@ export interface TableCheck {
  * (S, HASH), and the sort key (S, RANGE) exactly when the layout has one. Shared by the startup check and `table:check`.
  */
 export function keySchemaProblem(layout: TableLayout, table: TableDescription | undefined): string | undefined {
-  const typeOf = (name: string) => table?.AttributeDefinitions?.find((attribute) => attribute.AttributeName === name)?.AttributeType;
-  const found = (table?.KeySchema ?? []).map((key) => `${key.AttributeName} (${typeOf(key.AttributeName!) ?? '?'}, ${key.KeyType})`);
+  const typeOf = (name: string) =>
+    table?.AttributeDefinitions?.find((attribute) => attribute.AttributeName === name)?.AttributeType;
+  const found = (table?.KeySchema ?? []).map(
+    (key) => `${key.AttributeName} (${typeOf(key.AttributeName!) ?? '?'}, ${key.KeyType})`,
+  );
   if (found.join(', ') === expectedKeys(layout)) return undefined;
   return (
     `its key is ${found.join(', ') || 'missing'}; the module is configured for ${expectedKeys(layout)}. ` +
-    'Set keySchema to the table\'s keys (partitionKey, sortKey), use another tableName, or create one with table:create.'
+    "Set keySchema to the table's keys (partitionKey, sortKey), use another tableName, or create one with table:create."
   );
 }
 
@@ -43,7 +51,10 @@ function expectedKeys(layout: TableLayout): string {
  * The deploy-time check: the table exists, its key is the layout's, it is ACTIVE, and TTL is ENABLED on the layout's
  * expiry attribute. Endpoints without the TTL API (dynalite always reports DISABLED) fail it, with a hint.
  */
-export async function checkIdempotencyTable(client: DynamoDBClient | DynamoDBDocumentClient, table: string | TableSpec): Promise<TableCheck> {
+export async function checkIdempotencyTable(
+  client: DynamoDBClient | DynamoDBDocumentClient,
+  table: string | TableSpec,
+): Promise<TableCheck> {
   const { tableName, ...layoutOptions } = tableSpec(table);
   const layout = new TableLayout(layoutOptions);
   const expiry = layout.names.expires_at;
@@ -57,7 +68,9 @@ export async function checkIdempotencyTable(client: DynamoDBClient | DynamoDBDoc
   }
   const keyProblem = keySchemaProblem(layout, description);
   findings.push(keyProblem ? `FAIL: ${keyProblem}` : `ok: key schema is ${expectedKeys(layout)}`);
-  findings.push(description?.TableStatus === 'ACTIVE' ? 'ok: table is ACTIVE' : `FAIL: table status is ${description?.TableStatus}`);
+  findings.push(
+    description?.TableStatus === 'ACTIVE' ? 'ok: table is ACTIVE' : `FAIL: table status is ${description?.TableStatus}`,
+  );
   if (description?.BillingModeSummary?.BillingMode !== 'PAY_PER_REQUEST') {
     findings.push('note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled');
   }
@@ -79,10 +92,16 @@ export async function checkIdempotencyTable(client: DynamoDBClient | DynamoDBDoc
  * Why the module cannot use the table (`DescribeTable`: missing, these credentials may not, another key), naming the
  * table, region and endpoint and saying what fixes it; undefined when it can.
  */
-export async function readinessProblem(client: DynamoDBClient | DynamoDBDocumentClient, tableName: string, layout: TableLayout): Promise<string | undefined> {
+export async function readinessProblem(
+  client: DynamoDBClient | DynamoDBDocumentClient,
+  tableName: string,
+  layout: TableLayout,
+): Promise<string | undefined> {
   let description: TableDescription | undefined;
   try {
-    ({ Table: description } = await (client as DynamoDBClient).send(new DescribeTableCommand({ TableName: tableName })));
+    ({ Table: description } = await (client as DynamoDBClient).send(
+      new DescribeTableCommand({ TableName: tableName }),
+    ));
   } catch (error) {
     const where = await locationOf(client, tableName);
     return `${describeTable(where)}: ${unusableBecause(error, where)}`;
@@ -99,9 +118,14 @@ export interface TableLocation {
 }
 
 /** The table, the region and the endpoint the client is configured for. */
-export async function locationOf(client: DynamoDBClient | DynamoDBDocumentClient, tableName: string): Promise<TableLocation> {
+export async function locationOf(
+  client: DynamoDBClient | DynamoDBDocumentClient,
+  tableName: string,
+): Promise<TableLocation> {
   const config = client.config;
-  const region = await Promise.resolve(typeof config.region === 'function' ? config.region() : config.region).catch(() => undefined);
+  const region = await Promise.resolve(typeof config.region === 'function' ? config.region() : config.region).catch(
+    () => undefined,
+  );
   const endpoint = config.endpoint ? await config.endpoint().then(formatUrl, () => undefined) : undefined;
   return { tableName, region, endpoint };
 }

@@ -1,9 +1,18 @@
 import { AttributeValue } from '@aws-sdk/client-dynamodb';
 
 /** The record's attributes besides its key, by their default names. */
-export type RecordAttribute = 'status' | 'expires_at' | 'claim_token' | 'fingerprint' | 'response' | 'pending_since' | 'completed_at';
+export type RecordAttribute =
+  'status' | 'expires_at' | 'claim_token' | 'fingerprint' | 'response' | 'pending_since' | 'completed_at';
 
-const RECORD_ATTRIBUTES: RecordAttribute[] = ['status', 'expires_at', 'claim_token', 'fingerprint', 'response', 'pending_since', 'completed_at'];
+const RECORD_ATTRIBUTES: RecordAttribute[] = [
+  'status',
+  'expires_at',
+  'claim_token',
+  'fingerprint',
+  'response',
+  'pending_since',
+  'completed_at',
+];
 
 /** How the records sit in a table: its keys, the attributes' names, a prefix that marks the module's items. */
 export interface TableLayoutOptions {
@@ -34,27 +43,40 @@ export class TableLayout {
     this.partitionKey = keySchema.partitionKey;
     this.sortKey = keySchema.sortKey;
     this.keyPrefix = keyPrefix;
-    this.names = Object.fromEntries(RECORD_ATTRIBUTES.map((name) => [name, attributeNames[name] ?? name])) as Record<RecordAttribute, string>;
+    this.names = Object.fromEntries(RECORD_ATTRIBUTES.map((name) => [name, attributeNames[name] ?? name])) as Record<
+      RecordAttribute,
+      string
+    >;
   }
 
   /** Checks the options (names non-empty and distinct, no record attribute on a key); `where` names the caller in errors. */
   static from(options: TableLayoutOptions, where: string): TableLayout {
     const { keySchema, attributeNames, keyPrefix } = options;
     const text = (value: unknown) => typeof value === 'string' && value.length > 0;
-    if (keySchema !== undefined && (!text(keySchema?.partitionKey) || (keySchema.sortKey !== undefined && !text(keySchema.sortKey)))) {
-      throw new Error(`${where}: keySchema must be { partitionKey: string, sortKey?: string } with non-empty names, got ${JSON.stringify(keySchema)}`);
+    if (
+      keySchema !== undefined &&
+      (!text(keySchema?.partitionKey) || (keySchema.sortKey !== undefined && !text(keySchema.sortKey)))
+    ) {
+      throw new Error(
+        `${where}: keySchema must be { partitionKey: string, sortKey?: string } with non-empty names, got ${JSON.stringify(keySchema)}`,
+      );
     }
     for (const [name, value] of Object.entries(attributeNames ?? {})) {
       if (!RECORD_ATTRIBUTES.includes(name as RecordAttribute)) {
-        throw new Error(`${where}: attributeNames.${name} is not a record attribute (one of ${RECORD_ATTRIBUTES.join(', ')})`);
+        throw new Error(
+          `${where}: attributeNames.${name} is not a record attribute (one of ${RECORD_ATTRIBUTES.join(', ')})`,
+        );
       }
-      if (!text(value)) throw new Error(`${where}: attributeNames.${name} must be a non-empty string, got ${JSON.stringify(value)}`);
+      if (!text(value))
+        throw new Error(`${where}: attributeNames.${name} must be a non-empty string, got ${JSON.stringify(value)}`);
     }
-    if (keyPrefix !== undefined && typeof keyPrefix !== 'string') throw new Error(`${where}: keyPrefix must be a string, got ${String(keyPrefix)}`);
+    if (keyPrefix !== undefined && typeof keyPrefix !== 'string')
+      throw new Error(`${where}: keyPrefix must be a string, got ${String(keyPrefix)}`);
     const layout = new TableLayout(options);
     const all = [layout.partitionKey, ...(layout.sortKey ? [layout.sortKey] : []), ...Object.values(layout.names)];
     const repeated = all.find((name, index) => all.indexOf(name) !== index);
-    if (repeated) throw new Error(`${where}: the attribute name ${repeated} is used twice in keySchema and attributeNames`);
+    if (repeated)
+      throw new Error(`${where}: the attribute name ${repeated} is used twice in keySchema and attributeNames`);
     return layout;
   }
 

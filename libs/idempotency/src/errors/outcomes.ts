@@ -101,7 +101,9 @@ export const PROBLEMS = {
 } as const satisfies Record<ProblemOutcome, ProblemRow>;
 
 type Slug = (typeof PROBLEMS)[ProblemOutcome]['slug'];
-type CamelCase<S extends string> = S extends `${infer Head}-${infer Tail}` ? `${Head}${Capitalize<CamelCase<Tail>>}` : S;
+type CamelCase<S extends string> = S extends `${infer Head}-${infer Tail}`
+  ? `${Head}${Capitalize<CamelCase<Tail>>}`
+  : S;
 
 /** A problem `type` URI: `urn:nestjs-dynamodb-idempotency:` and the outcome's slug. */
 export type ProblemTypeUri = `urn:nestjs-dynamodb-idempotency:${Slug}`;

@@ -26,7 +26,8 @@ export class IdempotencyProblemException extends HttpException {
 
   /** The error's outcome, answered as its row of `PROBLEMS` says. */
   static from(error: IdempotencyError): IdempotencyProblemException {
-    const row: (typeof PROBLEMS)[keyof typeof PROBLEMS] & { detail?: string; retryAfter?: number | 'lease' } = PROBLEMS[error.outcome];
+    const row: (typeof PROBLEMS)[keyof typeof PROBLEMS] & { detail?: string; retryAfter?: number | 'lease' } =
+      PROBLEMS[error.outcome];
     const problem: ProblemDetails = {
       type: problemTypeUri(row.slug),
       title: row.title,
@@ -34,7 +35,12 @@ export class IdempotencyProblemException extends HttpException {
       detail: row.detail ?? error.message,
       ...error.problemExtensions(),
     };
-    const retryAfter = row.retryAfter === 'lease' ? (error as { retryAfterSeconds?: number }).retryAfterSeconds : row.retryAfter;
-    return new IdempotencyProblemException(problem, retryAfter === undefined ? {} : { 'Retry-After': String(retryAfter) }, { cause: error });
+    const retryAfter =
+      row.retryAfter === 'lease' ? (error as { retryAfterSeconds?: number }).retryAfterSeconds : row.retryAfter;
+    return new IdempotencyProblemException(
+      problem,
+      retryAfter === undefined ? {} : { 'Retry-After': String(retryAfter) },
+      { cause: error },
+    );
   }
 }

@@ -3,7 +3,9 @@ import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
 describe('canonicalJson', () => {
   it('sorts object keys at every level and keeps array order', () => {
-    expect(canonicalJson({ b: { d: 1, c: [3, { z: 1, y: 2 }] }, a: null })).toBe('{"a":null,"b":{"c":[3,{"y":2,"z":1}],"d":1}}');
+    expect(canonicalJson({ b: { d: 1, c: [3, { z: 1, y: 2 }] }, a: null })).toBe(
+      '{"a":null,"b":{"c":[3,{"y":2,"z":1}],"d":1}}',
+    );
   });
 
   it('encodes values the way JSON.stringify sends them', () => {
@@ -26,7 +28,9 @@ describe('canonicalJson', () => {
   };
 
   it('refuses bodies nested deeper than 64 levels instead of exhausting the stack', () => {
-    expect(() => canonicalJson(nested(100_000))).toThrow(new IdempotencyRequestInvalidError('The request is nested deeper than 64 levels.'));
+    expect(() => canonicalJson(nested(100_000))).toThrow(
+      new IdempotencyRequestInvalidError('The request is nested deeper than 64 levels.'),
+    );
     expect(() => canonicalJson(nested(65))).toThrow(IdempotencyRequestInvalidError);
   });
 
@@ -49,7 +53,10 @@ describe('stable across versions', () => {
 
   it.each([
     [body, '{"":0,"B":[true,false,0,1e+21,0.1],"a":null,"b":{"c":[3,{"y":2,"z":1}],"d":1},"é":"ü"}'],
-    [[undefined, () => 1, Symbol('s'), { skip: undefined, f() {} }, new Date(Date.UTC(2026, 0, 1))], '[null,null,null,{},"2026-01-01T00:00:00.000Z"]'],
+    [
+      [undefined, () => 1, Symbol('s'), { skip: undefined, f() {} }, new Date(Date.UTC(2026, 0, 1))],
+      '[null,null,null,{},"2026-01-01T00:00:00.000Z"]',
+    ],
     [
       { buf: Buffer.from('hello'), nested: { toJSON: () => ({ y: 1, x: [Buffer.from([0, 255])] }) } },
       '{"buf":{"$buffer":"aGVsbG8="},"nested":{"x":[{"$buffer":"AP8="}],"y":1}}',
@@ -66,10 +73,12 @@ describe('stable across versions', () => {
   });
 
   it('fingerprint and record key', () => {
-    expect(fingerprintRequest({ method: 'post', route: '/orders/:id', params: { id: '1' }, query: { a: ['1', '2'] }, body })).toBe(
-      'e33258e514bc4fbef877fc0882f361c3b75a524f1e6df5e254c98a346d5ce8e7',
+    expect(
+      fingerprintRequest({ method: 'post', route: '/orders/:id', params: { id: '1' }, query: { a: ['1', '2'] }, body }),
+    ).toBe('e33258e514bc4fbef877fc0882f361c3b75a524f1e6df5e254c98a346d5ce8e7');
+    expect(recordKey('POST /orders', 'tenant-1', 'key-1')).toBe(
+      'POST /orders#01d07c3cd8b45993efbe77106088e93ac59f92cd1a2b6ebc2d87901f89d7e33d',
     );
-    expect(recordKey('POST /orders', 'tenant-1', 'key-1')).toBe('POST /orders#01d07c3cd8b45993efbe77106088e93ac59f92cd1a2b6ebc2d87901f89d7e33d');
   });
 });
 

@@ -54,7 +54,8 @@ export function canonicalJson(value: unknown, depth = 0): string {
 
 /** One pass over the value (each `toJSON` called once); undefined for what `JSON.stringify` leaves out. */
 function canonical(value: unknown, depth: number): string | undefined {
-  if (depth > MAX_DEPTH) throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
+  if (depth > MAX_DEPTH)
+    throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
   if (Buffer.isBuffer(value)) return `{"$buffer":${JSON.stringify(value.toString('base64'))}}`;
   const json = toJsonValue(value);
   if (json === null || typeof json !== 'object') return JSON.stringify(json);

@@ -51,7 +51,9 @@ describe('parseKeyHeader', () => {
   });
 
   it('refuses a header given as an array, saying it was sent more than once', () => {
-    expect(() => parseKeyHeader(['a', 'b'])).toThrow(new IdempotencyKeyInvalidError('the header was sent more than once'));
+    expect(() => parseKeyHeader(['a', 'b'])).toThrow(
+      new IdempotencyKeyInvalidError('the header was sent more than once'),
+    );
   });
 });
 

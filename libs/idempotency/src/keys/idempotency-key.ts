@@ -40,7 +40,8 @@ export function validateKey(key: unknown): string | undefined {
   if (typeof key === 'number' && Number.isFinite(key)) key = String(key);
   if (typeof key !== 'string') throw new IdempotencyKeyInvalidError('the key must be a string');
   if (key.length === 0) throw new IdempotencyKeyInvalidError('the key is empty');
-  if (key.length > MAX_KEY_LENGTH && [...key].length > MAX_KEY_LENGTH) throw new IdempotencyKeyInvalidError(`the key is longer than ${MAX_KEY_LENGTH} characters`);
+  if (key.length > MAX_KEY_LENGTH && [...key].length > MAX_KEY_LENGTH)
+    throw new IdempotencyKeyInvalidError(`the key is longer than ${MAX_KEY_LENGTH} characters`);
   if (CONTROL_CHARACTERS.test(key)) throw new IdempotencyKeyInvalidError('the key contains control characters');
   return key;
 }

@@ -3,7 +3,6 @@ import type { RequestOutcome } from '../errors/outcomes';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
-
 export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan';
 
 /** The reconciler's last findings for one table. */
@@ -29,7 +28,8 @@ export class IdempotencyTelemetry {
     description: 'Benign races on PENDING → COMPLETED: the same claim had already completed the record',
   });
   private readonly renewalRefused = this.meter.createCounter('dedup_lease_renewal_refused_total', {
-    description: 'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
+    description:
+      'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
   });
   private readonly requests = this.meter.createCounter('idempotency_requests_total', {
     description: 'Requests on idempotent routes, by outcome',

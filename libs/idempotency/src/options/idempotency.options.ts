@@ -19,7 +19,8 @@ const RETRYABLE_CLIENT_STATUSES = new Set([400, 401, 407, 408, 409, 422, 429]);
  * 401, 407, 408, 409, 422 and 429 (a malformed or rejected request, credentials to refresh, a timeout, a conflict, a
  * rate limit: the caller's to fix and retry); no 5xx is.
  */
-export const defaultStoreIf: StoreIf = (status) => status < 400 || (status < 500 && !RETRYABLE_CLIENT_STATUSES.has(status));
+export const defaultStoreIf: StoreIf = (status) =>
+  status < 400 || (status < 500 && !RETRYABLE_CLIENT_STATUSES.has(status));
 
 /** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
 export interface IdempotencyModuleOptions {

@@ -20,7 +20,9 @@ const UNREPLAYABLE_HEADERS = new Set([
 
 export function replayableHeaders(names: unknown, where: string): string[] {
   if (!Array.isArray(names) || names.some((name) => typeof name !== 'string')) {
-    throw new Error(`${where}: idempotency option replayHeaders must be a list of header names, got ${JSON.stringify(names)}`);
+    throw new Error(
+      `${where}: idempotency option replayHeaders must be a list of header names, got ${JSON.stringify(names)}`,
+    );
   }
   const lower = names.map((name: string) => name.toLowerCase());
   const refused = lower.find((name) => UNREPLAYABLE_HEADERS.has(name));
@@ -48,7 +50,9 @@ export function clockSkewFor(leaseSeconds: number, explicit: number | undefined)
 export function explicitClockSkew(value: unknown, where: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new Error(`${where}: idempotency option clockSkewSeconds must be a number of seconds ≥ 0, got ${String(value)}`);
+    throw new Error(
+      `${where}: idempotency option clockSkewSeconds must be a number of seconds ≥ 0, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -76,10 +80,14 @@ export function validateCallSettings(
   const { waitMs, storeIf, keyFrom } = settings;
   const arg = (keyFrom as { arg?: unknown } | undefined)?.arg;
   if (keyFrom !== undefined && (typeof arg !== 'string' || arg === '')) {
-    throw new Error(`${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`);
+    throw new Error(
+      `${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`,
+    );
   }
   if (storeIf !== undefined && typeof storeIf !== 'function') {
-    throw new Error(`${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`);
+    throw new Error(
+      `${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`,
+    );
   }
   if (waitMs !== undefined && !(typeof waitMs === 'number' && Number.isFinite(waitMs) && waitMs >= 0)) {
     throw new Error(`${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`);
@@ -92,7 +100,9 @@ export function positiveSeconds(name: string, value: unknown, where: string): nu
 
 export function positiveInteger(name: string, value: unknown, where: string, unit: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new Error(`${where}: idempotency option ${name} must be a positive whole number of ${unit}, got ${String(value)}`);
+    throw new Error(
+      `${where}: idempotency option ${name} must be a positive whole number of ${unit}, got ${String(value)}`,
+    );
   }
   return value;
 }

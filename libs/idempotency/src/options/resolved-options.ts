@@ -11,7 +11,14 @@ import {
 } from '../idempotency.constants';
 import { ResponseSealer } from '../response/response-sealing';
 import { defaultStoreIf, IdempotencyModuleOptions, StoreIf } from './idempotency.options';
-import { explicitClockSkew, positiveInteger, positiveSeconds, replayableHeaders, SecondsOption, validateCallSettings } from './option-checks';
+import {
+  explicitClockSkew,
+  positiveInteger,
+  positiveSeconds,
+  replayableHeaders,
+  SecondsOption,
+  validateCallSettings,
+} from './option-checks';
 
 /** The module options with every default filled in, validated once: the provider the module's classes inject. */
 export const RESOLVED_IDEMPOTENCY_OPTIONS = Symbol('RESOLVED_IDEMPOTENCY_OPTIONS');
@@ -20,7 +27,13 @@ export const RESOLVED_IDEMPOTENCY_OPTIONS = Symbol('RESOLVED_IDEMPOTENCY_OPTIONS
 export type ResolvedIdempotencyOptions = Required<
   Pick<
     IdempotencyModuleOptions,
-    'tableName' | 'ttlSeconds' | 'pendingTtlSeconds' | 'maxLeaseSeconds' | 'retryAfterSeconds' | 'failedTtlSeconds' | 'keyHeader'
+    | 'tableName'
+    | 'ttlSeconds'
+    | 'pendingTtlSeconds'
+    | 'maxLeaseSeconds'
+    | 'retryAfterSeconds'
+    | 'failedTtlSeconds'
+    | 'keyHeader'
   >
 > &
   Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds'> & {
@@ -39,7 +52,11 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     positiveSeconds(name, options[name] ?? fallback, where);
   const cache = options.replayCache;
   const clockSkewSeconds = explicitClockSkew(options.clockSkewSeconds, where);
-  validateCallSettings({ storeIf: options.storeIf, pendingTtlSeconds: options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS }, where, clockSkewSeconds);
+  validateCallSettings(
+    { storeIf: options.storeIf, pendingTtlSeconds: options.pendingTtlSeconds ?? DEFAULT_PENDING_TTL_SECONDS },
+    where,
+    clockSkewSeconds,
+  );
   return {
     clockSkewSeconds,
     tableName: options.tableName ?? DEFAULT_TABLE_NAME,
@@ -61,6 +78,11 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     replayCacheEntries:
       cache?.enabled === false
         ? 0
-        : positiveInteger('replayCache.maxEntries', cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES, where, 'entries'),
+        : positiveInteger(
+            'replayCache.maxEntries',
+            cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES,
+            where,
+            'entries',
+          ),
   };
 }

@@ -54,12 +54,17 @@ function changesSomething(handler: Function): boolean {
  * by field over its class's. A class-level `@Idempotent()` protects a controller's POST, PUT, PATCH and DELETE routes
  * and a resolver's mutations; a handler's own decorator protects it whatever it is.
  */
-export function idempotentOptionsOf(reflector: Reflector, handler: Function, type: Function): IdempotentOptions | undefined {
+export function idempotentOptionsOf(
+  reflector: Reflector,
+  handler: Function,
+  type: Function,
+): IdempotentOptions | undefined {
   const own = reflector.get(IdempotentRoute, handler);
   const inherited = reflector.get(IdempotentRoute, type);
   if (!inherited) return own;
   if (!own && !changesSomething(handler)) return undefined;
   const merged: IdempotentOptions = { ...inherited };
-  for (const [name, value] of Object.entries(own ?? {})) if (value !== undefined) (merged as Record<string, unknown>)[name] = value;
+  for (const [name, value] of Object.entries(own ?? {}))
+    if (value !== undefined) (merged as Record<string, unknown>)[name] = value;
   return merged;
 }

@@ -30,4 +30,3 @@ export class CallTracking implements OnModuleInit {
     if (!this.tracked) untrackContext(this.context);
   }
 }
-

@@ -1,18 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
-import type { TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { Injectable } from '@nestjs/common';
+import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
-
-/**
- * One write of a handler's effects, in the DocumentClient's shape (`Put`, `Update`, `Delete` or `ConditionCheck`,
- * with plain JavaScript values), committed in one transaction with the completion (`IdempotencyContext.commitWith`).
- */
-export type CommitWrite = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
-
-/** DynamoDB allows 100 actions per transaction; the completion is one of them. */
-export const MAX_COMMIT_WRITES = 99;
 
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {
@@ -59,8 +50,16 @@ export function injectsIdempotencyContext(wrapper: InstanceWrapper): boolean {
   const type = wrapper.metatype;
   if (type && !wrapper.inject) {
     tokens.push(...(Reflect.getMetadata(PARAMTYPES_METADATA, type) ?? []));
-    tokens.push(...(Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, type) ?? []).map((dependency: { param: unknown }) => dependency.param));
-    tokens.push(...(Reflect.getMetadata(PROPERTY_DEPS_METADATA, type) ?? []).map((dependency: { type: unknown }) => dependency.type));
+    tokens.push(
+      ...(Reflect.getMetadata(SELF_DECLARED_DEPS_METADATA, type) ?? []).map(
+        (dependency: { param: unknown }) => dependency.param,
+      ),
+    );
+    tokens.push(
+      ...(Reflect.getMetadata(PROPERTY_DEPS_METADATA, type) ?? []).map(
+        (dependency: { type: unknown }) => dependency.type,
+      ),
+    );
   }
   return tokens.some((token) => unwrapToken(token) === IdempotencyContext);
 }
@@ -117,7 +116,8 @@ export class IdempotencyContext {
    * records; derived by SHA-256 from the record key, never the raw client key or the claim token. 64 hex digits.
    */
   deriveKey(name: string): string {
-    if (typeof name !== 'string' || name.length === 0) throw new TypeError('IdempotencyContext.deriveKey needs a name.');
+    if (typeof name !== 'string' || name.length === 0)
+      throw new TypeError('IdempotencyContext.deriveKey needs a name.');
     const { recordKey } = this.scope('deriveKey');
     return createHash('sha256').update(`derived\0${recordKey}\0${name}`).digest('hex');
   }
@@ -140,8 +140,14 @@ export class IdempotencyContext {
       );
     }
     for (const write of writes) {
-      if (!write || Object.keys(write).length !== 1 || !['Put', 'Update', 'Delete', 'ConditionCheck'].includes(Object.keys(write)[0])) {
-        throw new TypeError('IdempotencyContext.commitWith: each write is { Put }, { Update }, { Delete } or { ConditionCheck }.');
+      if (
+        !write ||
+        Object.keys(write).length !== 1 ||
+        !['Put', 'Update', 'Delete', 'ConditionCheck'].includes(Object.keys(write)[0])
+      ) {
+        throw new TypeError(
+          'IdempotencyContext.commitWith: each write is { Put }, { Update }, { Delete } or { ConditionCheck }.',
+        );
       }
     }
     if (scope.writes.length + writes.length > MAX_COMMIT_WRITES) {

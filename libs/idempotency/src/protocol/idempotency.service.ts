@@ -93,14 +93,20 @@ export class IdempotencyService implements OnApplicationShutdown {
   async execute<T>(options: ExecuteOptions, fn: (context: IdempotencyContext) => T | Promise<T>): Promise<T> {
     const { operation } = options;
     if (typeof operation !== 'string' || operation.length === 0) {
-      throw new TypeError('IdempotencyService.execute needs an operation name (e.g. { operation: \'charge-card\', key }).');
+      throw new TypeError(
+        "IdempotencyService.execute needs an operation name (e.g. { operation: 'charge-card', key }).",
+      );
     }
     validateCallSettings(options, `IdempotencyService.execute(${operation})`, this.options.clockSkewSeconds);
     return this.run<T>({
       describe: () => {
         const key = validateKey(options.key);
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-        return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), options);
+        return this.call(
+          recordKey(`fn ${operation}`, options.scope, key),
+          fingerprintValue(options.fingerprint),
+          options,
+        );
       },
       // An owned run always hands its function a context bound to the claim.
       execute: async (context) => fn(context!),
@@ -158,16 +164,23 @@ export class IdempotencyService implements OnApplicationShutdown {
       const { claim, flight, local } = await this.flights.claim(call);
       if (claim.claimed && !local) return { claimToken: claim.claimToken, flight };
 
-      let existing: IdempotencyRecord | undefined = claim.claimed ? localOwner(call, flight, claim.claimToken) : claim.existing;
+      let existing: IdempotencyRecord | undefined = claim.claimed
+        ? localOwner(call, flight, claim.claimToken)
+        : claim.existing;
       while (existing && !isClaimable(existing, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
           const response = this.completedResponse(existing);
-          this.cache.set(call.recordKey, { fingerprint: existing.fingerprint, expiresAt: existing.expiresAt, response });
+          this.cache.set(call.recordKey, {
+            fingerprint: existing.fingerprint,
+            expiresAt: existing.expiresAt,
+            response,
+          });
           return { replay: response };
         }
         const waitLeft = waitUntil - performance.now();
-        if (waitLeft <= 0) throw new IdempotencyInFlightError(retryAfterSeconds(call, existing, this.clock.nowSeconds()));
+        if (waitLeft <= 0)
+          throw new IdempotencyInFlightError(retryAfterSeconds(call, existing, this.clock.nowSeconds()));
         if (local) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
           await settledWithin(flight.settled, waitLeft);
@@ -193,7 +206,11 @@ export class IdempotencyService implements OnApplicationShutdown {
       return this.options.sealer.open(record.key, response);
     } catch (error) {
       const reason = error instanceof UnreadableRecordError ? error.message : `it cannot be decoded (${String(error)})`;
-      this.logger.error({ msg: 'stored response unreadable; answering 500 record-unreadable, never re-running', key: record.key, reason });
+      this.logger.error({
+        msg: 'stored response unreadable; answering 500 record-unreadable, never re-running',
+        key: record.key,
+        reason,
+      });
       throw new IdempotencyRecordUnreadableError(reason);
     }
   }
@@ -205,4 +222,3 @@ async function settledWithin(settled: Promise<void>, ms: number): Promise<void> 
   await Promise.race([settled, sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
   timer.abort();
 }
-

@@ -25,7 +25,13 @@ describe('KeyOwner', () => {
     clock = new ManualClock();
     repository = new InMemoryIdempotencyRepository(clock);
     const telemetry = new IdempotencyTelemetry();
-    const recorder = new OutcomeRecorder({ repository, clock, telemetry, cache: new ReplayCache(0), failedTtlSeconds: 300 });
+    const recorder = new OutcomeRecorder({
+      repository,
+      clock,
+      telemetry,
+      cache: new ReplayCache(0),
+      failedTtlSeconds: 300,
+    });
     owner = new KeyOwner(repository, telemetry, recorder, { canCommitWith: async () => true, tracked: () => false });
     const claimed = await new SingleFlight(repository, clock, telemetry).claim(call);
     if (!claimed.claim.claimed) throw new Error('not claimed');
@@ -33,7 +39,10 @@ describe('KeyOwner', () => {
     token = claimed.claim.claimToken;
   });
 
-  const work = <T>(execute: (context?: IdempotencyContext) => Promise<T>, extra: Partial<ProtectedWork<T>> = {}): ProtectedWork<T> => ({
+  const work = <T>(
+    execute: (context?: IdempotencyContext) => Promise<T>,
+    extra: Partial<ProtectedWork<T>> = {},
+  ): ProtectedWork<T> => ({
     describe: () => call,
     execute,
     capture: storedResult,
@@ -44,10 +53,15 @@ describe('KeyOwner', () => {
 
   it('runs the work with a context bound to its claim, then completes the record with its result', async () => {
     let seen: { recordKey?: string; claimToken?: string } = {};
-    const result = await owner.run(call, token, work(async (context) => {
-      seen = { recordKey: context?.recordKey, claimToken: context?.claimToken };
-      return { id: 7 };
-    }), flight);
+    const result = await owner.run(
+      call,
+      token,
+      work(async (context) => {
+        seen = { recordKey: context?.recordKey, claimToken: context?.claimToken };
+        return { id: 7 };
+      }),
+      flight,
+    );
     expect(result).toEqual({ id: 7 });
     expect(seen).toEqual({ recordKey: 'k', claimToken: token });
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: { body: { id: 7 } } });
@@ -55,7 +69,14 @@ describe('KeyOwner', () => {
 
   it('releases the key for an error that is not final, and hands the error back unchanged', async () => {
     const failure = new Error('the work failed');
-    await expect(owner.run(call, token, work(async () => Promise.reject(failure)), flight)).rejects.toBe(failure);
+    await expect(
+      owner.run(
+        call,
+        token,
+        work(async () => Promise.reject(failure)),
+        flight,
+      ),
+    ).rejects.toBe(failure);
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED' });
   });
 
@@ -63,11 +84,18 @@ describe('KeyOwner', () => {
     const declined = new HttpException('declined', 402);
     const final = work(async () => Promise.reject(declined), { isFinal: (stored) => stored.statusCode === 402 });
     await expect(owner.run(call, token, final, flight)).rejects.toBe(declined);
-    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: { statusCode: 402, exception: 'HttpException' } });
+    expect(await repository.get({ key: 'k' })).toMatchObject({
+      status: 'COMPLETED',
+      response: { statusCode: 402, exception: 'HttpException' },
+    });
   });
 
   it('records a result whose capture throws as done without a body, never released for a re-run', async () => {
-    const broken = work(async () => 'done', { capture: () => { throw new Error('cannot capture'); } });
+    const broken = work(async () => 'done', {
+      capture: () => {
+        throw new Error('cannot capture');
+      },
+    });
     await expect(owner.run(call, token, broken, flight)).resolves.toBe('done');
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: { bodyOmitted: true } });
   });
@@ -75,18 +103,28 @@ describe('KeyOwner', () => {
   it('commits what the work gave commitWith with the completion, and refuses writes once the work has returned', async () => {
     let context: IdempotencyContext | undefined;
     const write = { Put: { TableName: 'orders', Item: { id: 'o-1' } } };
-    await owner.run(call, token, work(async (bound) => {
-      context = bound;
-      bound!.commitWith(write);
-      return 'ordered';
-    }), flight);
+    await owner.run(
+      call,
+      token,
+      work(async (bound) => {
+        context = bound;
+        bound!.commitWith(write);
+        return 'ordered';
+      }),
+      flight,
+    );
     expect(repository.commits).toEqual([{ key: 'k', writes: [write] }]);
     expect(() => context!.commitWith(write)).toThrow(/already returned/);
   });
 
   it('leaves no renewal timer behind once the run is over', async () => {
     const timers = jest.spyOn(global, 'clearInterval');
-    await owner.run(call, token, work(async () => 'done'), flight);
+    await owner.run(
+      call,
+      token,
+      work(async () => 'done'),
+      flight,
+    );
     expect(timers).toHaveBeenCalledTimes(1);
   });
 });

@@ -55,7 +55,11 @@ export class KeyOwner {
       } catch (error) {
         // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
         const stored = this.capturedError(call, work, error);
-        await this.recorder.settle(call, claimToken, stored && this.isFinal(call, work, stored, error) ? stored : undefined);
+        await this.recorder.settle(
+          call,
+          claimToken,
+          stored && this.isFinal(call, work, stored, error) ? stored : undefined,
+        );
         throw error;
       } finally {
         claim.open = false;
@@ -104,7 +108,11 @@ export class KeyOwner {
     try {
       return work.isFinal?.(stored, error) ?? fallback;
     } catch (storeIfError) {
-      this.logger.error({ msg: `storeIf threw; the outcome is ${fallback ? 'stored' : 'not stored'}`, key: call.recordKey, error: String(storeIfError) });
+      this.logger.error({
+        msg: `storeIf threw; the outcome is ${fallback ? 'stored' : 'not stored'}`,
+        key: call.recordKey,
+        error: String(storeIfError),
+      });
       return fallback;
     }
   }
@@ -114,7 +122,11 @@ export class KeyOwner {
     try {
       return work.captureError?.(error);
     } catch (captureError) {
-      this.logger.error({ msg: 'capturing the error failed; the key is released', key: call.recordKey, error: String(captureError) });
+      this.logger.error({
+        msg: 'capturing the error failed; the key is released',
+        key: call.recordKey,
+        error: String(captureError),
+      });
       return undefined;
     }
   }

@@ -46,7 +46,10 @@ export class LeaseHeartbeat {
   private async tick(): Promise<void> {
     if (this.renewing || this.stopped) return;
     if (performance.now() >= this.renewUntil) {
-      LeaseHeartbeat.logger.warn({ msg: 'handler still running after maxLeaseSeconds: lease no longer renewed', key: this.input.key });
+      LeaseHeartbeat.logger.warn({
+        msg: 'handler still running after maxLeaseSeconds: lease no longer renewed',
+        key: this.input.key,
+      });
       this.stop();
       return;
     }
@@ -68,7 +71,11 @@ export class LeaseHeartbeat {
         current_status: result.current?.status,
       });
     } catch (error) {
-      LeaseHeartbeat.logger.warn({ msg: 'lease renewal failed; retried at the next tick', key: this.input.key, error: String(error) });
+      LeaseHeartbeat.logger.warn({
+        msg: 'lease renewal failed; retried at the next tick',
+        key: this.input.key,
+        error: String(error),
+      });
     } finally {
       this.renewing = false;
     }

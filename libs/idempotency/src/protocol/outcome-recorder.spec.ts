@@ -1,4 +1,8 @@
-import { IdempotencyCommitRejectedError, IdempotencyLeaseLostError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
+import {
+  IdempotencyCommitRejectedError,
+  IdempotencyLeaseLostError,
+  IdempotencyStoreUnavailableError,
+} from '../errors/idempotency.errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { resolveOptions } from '../options/resolved-options';
 import { callPolicy } from '../options/route-settings';
@@ -51,7 +55,11 @@ describe('OutcomeRecorder', () => {
   it('completes a final outcome, keeps it in the replay cache, and counts the call executed', async () => {
     const requests = jest.spyOn(telemetry, 'request');
     await recorder.settle(call, await claimed(), stored);
-    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: stored, expiresAt: clock.nowSeconds() + 86_400 });
+    expect(await repository.get({ key: 'k' })).toMatchObject({
+      status: 'COMPLETED',
+      response: stored,
+      expiresAt: clock.nowSeconds() + 86_400,
+    });
     expect(cache.get('k', clock.nowSeconds())).toMatchObject({ fingerprint: 'fp', response: stored });
     expect(requests).toHaveBeenCalledWith('executed');
   });
@@ -69,7 +77,10 @@ describe('OutcomeRecorder', () => {
     const requests = jest.spyOn(telemetry, 'request');
     await recorder.settle(call, token, stored);
     expect(requests).toHaveBeenCalledWith('lease_lost');
-    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'PENDING', claimToken: successor.claimed && successor.claimToken });
+    expect(await repository.get({ key: 'k' })).toMatchObject({
+      status: 'PENDING',
+      claimToken: successor.claimed && successor.claimToken,
+    });
     expect(cache.size).toBe(0);
   });
 
@@ -102,15 +113,22 @@ describe('OutcomeRecorder', () => {
     clock.advanceSeconds(61);
     await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     const writes = [{ Put: { TableName: 'orders', Item: { id: 'o-1' } } }];
-    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toBeInstanceOf(IdempotencyLeaseLostError);
+    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toBeInstanceOf(
+      IdempotencyLeaseLostError,
+    );
     expect(repository.commits).toEqual([]);
   });
 
   it('releases the key and names the write when one of the writes failed its own condition', async () => {
     const token = await claimed();
     jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'commit_rejected', writeIndex: 1 });
-    const writes = [{ Put: { TableName: 'orders', Item: {} } }, { Update: { TableName: 'stock', Key: {}, UpdateExpression: 'SET n = n - 1' } }];
-    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toEqual(new IdempotencyCommitRejectedError(1, 'Update on stock'));
+    const writes = [
+      { Put: { TableName: 'orders', Item: {} } },
+      { Update: { TableName: 'stock', Key: {}, UpdateExpression: 'SET n = n - 1' } },
+    ];
+    await expect(recorder.commit(call, token, stored, writes, 'result')).rejects.toEqual(
+      new IdempotencyCommitRejectedError(1, 'Update on stock'),
+    );
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED' });
   });
 });

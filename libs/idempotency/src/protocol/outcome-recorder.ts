@@ -11,7 +11,7 @@ import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { StoredResponse } from '../repository/idempotency.record';
 import { CompleteResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
-import { CommitWrite } from './idempotency-context';
+import { CommitWrite } from '../repository/commit-write';
 import { ProtectedCall, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
 
@@ -61,7 +61,13 @@ export class OutcomeRecorder {
    * flight (the successor's result counts); a write's own condition failed → nothing written, key released,
    * `commit-rejected`; a store fault after retries → key released, the fault (503).
    */
-  async commit<T>(call: ProtectedCall, claimToken: string, stored: StoredResponse, writes: CommitWrite[], result: T): Promise<T> {
+  async commit<T>(
+    call: ProtectedCall,
+    claimToken: string,
+    stored: StoredResponse,
+    writes: CommitWrite[],
+    result: T,
+  ): Promise<T> {
     let completion: CompleteResult;
     try {
       completion = await this.complete(call, claimToken, stored, writes);
@@ -73,7 +79,8 @@ export class OutcomeRecorder {
     }
     if (completion.ok || completion.reason === 'already_completed') {
       const expiresAt = completion.ok ? completion.expiresAt : completion.current?.expiresAt;
-      if (expiresAt !== undefined) this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: stored });
+      if (expiresAt !== undefined)
+        this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: stored });
       this.telemetry.request('executed');
       return result;
     }
@@ -81,7 +88,9 @@ export class OutcomeRecorder {
       await this.release(call, claimToken);
       throw new IdempotencyCommitRejectedError(completion.writeIndex, describeWrite(writes[completion.writeIndex]));
     }
-    throw new IdempotencyLeaseLostError(completion.current ? retryAfterSeconds(call, completion.current, this.clock.nowSeconds()) : 1);
+    throw new IdempotencyLeaseLostError(
+      completion.current ? retryAfterSeconds(call, completion.current, this.clock.nowSeconds()) : 1,
+    );
   }
 
   /**
@@ -96,7 +105,11 @@ export class OutcomeRecorder {
     }
     const completion = await this.completeAlone(call, claimToken, stored);
     if (completion?.ok) {
-      this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: completion.expiresAt, response: stored });
+      this.cache.set(call.recordKey, {
+        fingerprint: call.fingerprint,
+        expiresAt: completion.expiresAt,
+        response: stored,
+      });
     }
     this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
   }
@@ -115,12 +128,19 @@ export class OutcomeRecorder {
     return this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
       const sealed = this.sealer ? this.sealer.seal(call.recordKey, response) : response;
       const result = await retryThroughStoreFaults(() =>
-        this.repository.complete({ key: call.recordKey, claimToken, response: sealed, ttlSeconds: call.ttlSeconds, writes }),
+        this.repository.complete({
+          key: call.recordKey,
+          claimToken,
+          response: sealed,
+          ttlSeconds: call.ttlSeconds,
+          writes,
+        }),
       );
       span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
       if (result.ok || result.reason === 'commit_rejected') return result;
       if (result.reason === 'already_completed') this.telemetry.completionRaced();
-      if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+      if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED')
+        this.telemetry.reexecutionDetected();
       this.logger.warn({
         msg: 'completion refused',
         key: call.recordKey,
@@ -133,7 +153,11 @@ export class OutcomeRecorder {
   }
 
   /** A completion without writes: a failure to store it is logged, and the caller still gets its result. */
-  private async completeAlone(call: ProtectedCall, claimToken: string, response: StoredResponse): Promise<CompleteResult | undefined> {
+  private async completeAlone(
+    call: ProtectedCall,
+    claimToken: string,
+    response: StoredResponse,
+  ): Promise<CompleteResult | undefined> {
     try {
       return await this.complete(call, claimToken, response);
     } catch (error) {
@@ -157,7 +181,11 @@ export class OutcomeRecorder {
       }
       return result;
     } catch (error) {
-      this.logger.error({ msg: 'release not stored; the key unlocks when its lease ends', key: call.recordKey, error: String(error) });
+      this.logger.error({
+        msg: 'release not stored; the key unlocks when its lease ends',
+        key: call.recordKey,
+        error: String(error),
+      });
       return undefined;
     }
   }
@@ -170,7 +198,8 @@ async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
     try {
       return await write();
     } catch (error) {
-      const storeFault = error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
+      const storeFault =
+        error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
       if (!storeFault || performance.now() + delayMs > deadline) throw error;
       await sleep(delayMs);
     }

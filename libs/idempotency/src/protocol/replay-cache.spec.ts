@@ -28,8 +28,16 @@ describe('ReplayCache', () => {
     off.set('k', { fingerprint: 'fp', expiresAt: 100, response: response() });
     expect(off.size).toBe(0);
     const cache = new ReplayCache(10);
-    cache.set('omitted', { fingerprint: 'fp', expiresAt: 100, response: { statusCode: 200, headers: {}, bodyOmitted: true } });
-    cache.set('large', { fingerprint: 'fp', expiresAt: 100, response: response('x'.repeat(MAX_CACHED_RESPONSE_BYTES)) });
+    cache.set('omitted', {
+      fingerprint: 'fp',
+      expiresAt: 100,
+      response: { statusCode: 200, headers: {}, bodyOmitted: true },
+    });
+    cache.set('large', {
+      fingerprint: 'fp',
+      expiresAt: 100,
+      response: response('x'.repeat(MAX_CACHED_RESPONSE_BYTES)),
+    });
     cache.set('small', { fingerprint: 'fp', expiresAt: 100, response: response('x'.repeat(1000)) });
     expect([cache.get('omitted', 0), cache.get('large', 0)]).toEqual([undefined, undefined]);
     expect(cache.get('small', 0)).toBeDefined();

@@ -74,7 +74,11 @@ export interface IdempotencyRecord {
  * lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the margin by which this process's clock may
  * run ahead of the owner's, so a live owner is never taken over.
  */
-export function isClaimable(record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>, nowSeconds: number, clockSkewSeconds = 0): boolean {
+export function isClaimable(
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>,
+  nowSeconds: number,
+  clockSkewSeconds = 0,
+): boolean {
   if (record.status === 'FAILED') return true;
   return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);
 }

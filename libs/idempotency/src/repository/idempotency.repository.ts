@@ -1,4 +1,4 @@
-import type { CommitWrite } from '../protocol/idempotency-context';
+import type { CommitWrite } from './commit-write';
 import { IdempotencyRecord, StoredResponse } from './idempotency.record';
 
 /**
@@ -24,9 +24,7 @@ export interface ClaimInput extends RecordLocation {
 }
 
 /** A lost race is a value, not an exception: exceptions are for store faults. */
-export type ClaimResult =
-  | { claimed: true; claimToken: string }
-  | { claimed: false; existing: IdempotencyRecord };
+export type ClaimResult = { claimed: true; claimToken: string } | { claimed: false; existing: IdempotencyRecord };
 
 export interface CompleteInput extends RecordLocation {
   claimToken: string;
@@ -71,7 +69,8 @@ export type TransitionResult =
  * A completion with writes may also be refused because one of the work's own writes failed its condition
  * (`writeIndex` into `writes`): nothing was written.
  */
-export type CompleteResult = TransitionResult | { ok: false; reason: 'commit_rejected'; writeIndex: number; current?: undefined };
+export type CompleteResult =
+  TransitionResult | { ok: false; reason: 'commit_rejected'; writeIndex: number; current?: undefined };
 
 /** Why a guarded write on `claimToken` was refused, from the record as it is now. */
 export function refusal(claimToken: string, current: IdempotencyRecord | undefined): TransitionResult & { ok: false } {

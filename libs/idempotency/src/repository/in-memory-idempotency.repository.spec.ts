@@ -49,7 +49,9 @@ describe('InMemoryIdempotencyRepository memory', () => {
   });
 
   it('refuses a maxRecords that is not a positive whole number', () => {
-    expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(/maxRecords must be a positive whole number/);
+    expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(
+      /maxRecords must be a positive whole number/,
+    );
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 1.5 })).toThrow(/maxRecords/);
   });
 });

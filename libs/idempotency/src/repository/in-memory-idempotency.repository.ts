@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { CommitWrite } from '../protocol/idempotency-context';
+import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { IdempotencyRecord, isClaimable } from './idempotency.record';
 import {
@@ -52,7 +52,9 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   ) {
     super();
     if (!Number.isInteger(maxRecords) || maxRecords <= 0) {
-      throw new Error(`InMemoryIdempotencyRepository: maxRecords must be a positive whole number, got ${String(maxRecords)}`);
+      throw new Error(
+        `InMemoryIdempotencyRepository: maxRecords must be a positive whole number, got ${String(maxRecords)}`,
+      );
     }
     this.maxRecords = maxRecords;
   }
@@ -110,11 +112,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
-  private transition(
-    key: string,
-    claimToken: string,
-    next: (record: StoredRecord) => StoredRecord,
-  ): TransitionResult {
+  private transition(key: string, claimToken: string, next: (record: StoredRecord) => StoredRecord): TransitionResult {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
       const updated = next(record);

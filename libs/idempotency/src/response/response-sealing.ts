@@ -48,10 +48,13 @@ export class ResponseSealer {
   static from(options: EncryptionOptions | undefined, where: string): ResponseSealer | undefined {
     if (options === undefined) return undefined;
     const keys: unknown = options?.keys;
-    if (!Array.isArray(keys) || keys.length === 0) throw new Error(`${where}: encryption.keys must list at least one 32-byte key`);
+    if (!Array.isArray(keys) || keys.length === 0)
+      throw new Error(`${where}: encryption.keys must list at least one 32-byte key`);
     keys.forEach((key, index) => {
       if (keyBytes(key)?.byteLength !== 32) {
-        throw new Error(`${where}: encryption.keys[${index}] must be 32 bytes (a Buffer, or base64 text of 32 bytes: openssl rand -base64 32)`);
+        throw new Error(
+          `${where}: encryption.keys[${index}] must be 32 bytes (a Buffer, or base64 text of 32 bytes: openssl rand -base64 32)`,
+        );
       }
     });
     return new ResponseSealer(options);
@@ -87,7 +90,10 @@ export class ResponseSealer {
     const header = envelope.subarray(0, HEADER_BYTES);
     const id = header.subarray(2);
     const key = this.keys.find((candidate) => candidate.id.equals(id))?.key;
-    if (!key) throw new UnreadableRecordError(`it was sealed with a key that is not in encryption.keys (key id ${id.toString('hex')})`);
+    if (!key)
+      throw new UnreadableRecordError(
+        `it was sealed with a key that is not in encryption.keys (key id ${id.toString('hex')})`,
+      );
     const iv = envelope.subarray(HEADER_BYTES, HEADER_BYTES + IV_BYTES);
     const tag = envelope.subarray(HEADER_BYTES + IV_BYTES, HEADER_BYTES + IV_BYTES + TAG_BYTES);
     let plaintext: Buffer;
@@ -95,12 +101,18 @@ export class ResponseSealer {
       const decipher = createDecipheriv('aes-256-gcm', key, iv);
       decipher.setAAD(additionalData(header, recordKey));
       decipher.setAuthTag(tag);
-      plaintext = Buffer.concat([decipher.update(envelope.subarray(HEADER_BYTES + IV_BYTES + TAG_BYTES)), decipher.final()]);
+      plaintext = Buffer.concat([
+        decipher.update(envelope.subarray(HEADER_BYTES + IV_BYTES + TAG_BYTES)),
+        decipher.final(),
+      ]);
     } catch {
       throw new UnreadableRecordError('it does not authenticate: altered, or sealed for another record');
     }
     if (header[1] & GZIPPED) plaintext = gunzipSync(plaintext);
-    return { statusCode: response.statusCode, ...(JSON.parse(plaintext.toString('utf8')) as Omit<StoredResponse, 'statusCode'>) };
+    return {
+      statusCode: response.statusCode,
+      ...(JSON.parse(plaintext.toString('utf8')) as Omit<StoredResponse, 'statusCode'>),
+    };
   }
 }
 

@@ -14,7 +14,12 @@ export function storedException(
   { rpc = false, headers = {} }: { rpc?: boolean; headers?: Record<string, string | string[]> } = {},
 ): StoredResponse | undefined {
   if (error instanceof HttpException) {
-    return { statusCode: error.getStatus(), headers, exception: error.constructor.name, ...storableBody(error.getResponse()) };
+    return {
+      statusCode: error.getStatus(),
+      headers,
+      exception: error.constructor.name,
+      ...storableBody(error.getResponse()),
+    };
   }
   if (rpc && error instanceof rpcExceptionClass()) {
     const body = error.getError();

@@ -1,6 +1,12 @@
 import { Readable } from 'node:stream';
 import { StreamableFile } from '@nestjs/common';
-import { bufferedFile, decodeStoredResponse, encodeStoredResponse, replayedBody, storedResult } from './stored-response.codec';
+import {
+  bufferedFile,
+  decodeStoredResponse,
+  encodeStoredResponse,
+  replayedBody,
+  storedResult,
+} from './stored-response.codec';
 
 /** What a replay hands back after a round trip through the stored attribute. */
 const roundTrip = (value: unknown) => replayedBody(decodeStoredResponse(encodeStoredResponse(storedResult(value))));
@@ -37,7 +43,9 @@ describe('stored response codec', () => {
   });
 
   it('replays a buffered StreamableFile with its bytes and options', async () => {
-    const file = await bufferedFile(new StreamableFile(Readable.from([Buffer.from('a,b\n')]), { type: 'text/csv', disposition: 'attachment' }));
+    const file = await bufferedFile(
+      new StreamableFile(Readable.from([Buffer.from('a,b\n')]), { type: 'text/csv', disposition: 'attachment' }),
+    );
     const replayed = roundTrip(file) as StreamableFile;
     expect(replayed).toBeInstanceOf(StreamableFile);
     expect(replayed.getHeaders()).toMatchObject({ type: 'text/csv', disposition: 'attachment' });
@@ -48,7 +56,14 @@ describe('stored response codec', () => {
 
   it.each([
     ['a BigInt', { amount: BigInt(1) }],
-    ['a cycle', (() => { const node: Record<string, unknown> = {}; node.self = node; return node; })()],
+    [
+      'a cycle',
+      (() => {
+        const node: Record<string, unknown> = {};
+        node.self = node;
+        return node;
+      })(),
+    ],
     ['an unbuffered StreamableFile', new StreamableFile(Buffer.from('x'))],
     ['a raw stream', Readable.from(['x'])],
   ])('marks %s as not replayable instead of throwing', (_name, value) => {

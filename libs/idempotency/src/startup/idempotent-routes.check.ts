@@ -45,7 +45,11 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     const prototype = prototypeOf(wrapper);
     if (!prototype) return [];
     const type = prototype.constructor;
-    if (!isController && this.reflector.get(IdempotentRoute, type) && !Reflect.hasMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, type)) {
+    if (
+      !isController &&
+      this.reflector.get(IdempotentRoute, type) &&
+      !Reflect.hasMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, type)
+    ) {
       return [
         `${type.name}: @Idempotent() on a class protects a controller's POST, PUT, PATCH and DELETE routes or a resolver's mutations; this is neither`,
       ];
@@ -69,7 +73,12 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     });
   }
 
-  private handlerProblem(prototype: object, name: string, handler: Function, wrapper: InstanceWrapper): string | undefined {
+  private handlerProblem(
+    prototype: object,
+    name: string,
+    handler: Function,
+    wrapper: InstanceWrapper,
+  ): string | undefined {
     if (Reflect.hasMetadata(MESSAGE_PATTERN_METADATA, handler)) return undefined;
     if (!Reflect.hasMetadata(METHOD_METADATA, handler)) {
       return 'not a route or message handler, so nothing would call it through the idempotency interceptor';

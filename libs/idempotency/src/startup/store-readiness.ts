@@ -22,7 +22,10 @@ export class StoreReadiness implements OnApplicationBootstrap {
       await this.repository.checkReady();
     } catch (error) {
       if (this.options.failOnStartup) throw error;
-      this.logger.error({ msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)', error: String(error) });
+      this.logger.error({
+        msg: 'the idempotency store cannot be used (failOnStartup: false, starting anyway)',
+        error: String(error),
+      });
       return;
     }
     await this.commitSupported().catch(() => undefined);

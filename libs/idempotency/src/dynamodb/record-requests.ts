@@ -1,0 +1,148 @@
+import {
+  GetItemCommandInput,
+  PutItemCommandInput,
+  ScanCommandInput,
+  UpdateItemCommandInput,
+} from '@aws-sdk/client-dynamodb';
+import { RecordLocation } from '../repository/idempotency.repository';
+import { attributeValues, names, recordItem } from './item-mapping';
+import { TableLayout } from './table-layout';
+
+/**
+ * Each request of the state machine, as DynamoDB receives it: the claim, the guarded transitions (complete, fail,
+ * renew), the read and the scan. Every attribute is named through a placeholder (see `names`).
+ */
+
+/** A claim wins a new key, a failed attempt, a lease past its end by the clock-skew margin, or a finished record past its expiry. */
+const CLAIMABLE =
+  'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
+/** Every transition after the claim applies only while this claim owns the PENDING record. */
+const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
+/** Everything but the response: listings need state, not payloads. */
+const STATE = '#pk, #status, #expires, #token, #fingerprint, #pending, #completed';
+
+export interface ClaimRequest extends RecordLocation {
+  claimToken: string;
+  fingerprint: string;
+  nowSeconds: number;
+  leaseSeconds: number;
+  clockSkewSeconds: number;
+}
+
+/** Claim (1): put a PENDING record with a fresh claim token, first writer wins; the old item comes back on a loss. */
+export function claimRequest(tableName: string, layout: TableLayout, claim: ClaimRequest): PutItemCommandInput {
+  const { key, partition, claimToken, fingerprint, nowSeconds, leaseSeconds, clockSkewSeconds } = claim;
+  return {
+    TableName: tableName,
+    Item: recordItem(layout, key, partition, {
+      status: 'PENDING',
+      expires_at: nowSeconds + leaseSeconds,
+      claim_token: claimToken,
+      fingerprint,
+      pending_since: nowSeconds,
+    }),
+    ConditionExpression: CLAIMABLE,
+    ExpressionAttributeNames: names(layout, CLAIMABLE),
+    ExpressionAttributeValues: attributeValues({
+      ':leaseCutoff': nowSeconds - clockSkewSeconds,
+      ':now': nowSeconds,
+      ':failed': 'FAILED',
+      ':pending': 'PENDING',
+    }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}
+
+/** What a transition sets, besides the new `expires_at`. */
+export interface Transition {
+  UpdateExpression: string;
+  ExpressionAttributeValues: Record<string, unknown>;
+}
+
+/** Complete (3): COMPLETED with the response; retained until `expires_at`. */
+export function completion(response: string | Uint8Array, nowSeconds: number): Transition {
+  return {
+    UpdateExpression: 'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now',
+    ExpressionAttributeValues: { ':completed': 'COMPLETED', ':response': response, ':now': nowSeconds },
+  };
+}
+
+/** Fail (4): FAILED, claimable again at once. */
+export const FAILURE: Transition = {
+  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt',
+  ExpressionAttributeValues: { ':failed': 'FAILED' },
+};
+
+/** Renew (4b): the lease moves on. */
+export const RENEWAL: Transition = { UpdateExpression: 'SET #expires = :expiresAt', ExpressionAttributeValues: {} };
+
+/**
+ * A transition guarded by the claim, in the DocumentClient's form (plain values: a transaction action as it is); the
+ * record comes back when the guard fails.
+ */
+export function guarded(layout: TableLayout, claimToken: string, expiresAt: number, transition: Transition) {
+  return {
+    UpdateExpression: transition.UpdateExpression,
+    ConditionExpression: OWNED_BY_CLAIM,
+    ExpressionAttributeNames: names(layout, transition.UpdateExpression, OWNED_BY_CLAIM),
+    ExpressionAttributeValues: {
+      ...transition.ExpressionAttributeValues,
+      ':expiresAt': expiresAt,
+      ':pending': 'PENDING',
+      ':token': claimToken,
+    },
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+  };
+}
+
+/** The guarded transition as one UpdateItem. */
+export function updateRequest(
+  tableName: string,
+  layout: TableLayout,
+  location: RecordLocation,
+  update: ReturnType<typeof guarded>,
+): UpdateItemCommandInput {
+  return {
+    TableName: tableName,
+    Key: layout.itemKey(location.key, location.partition),
+    ...update,
+    ExpressionAttributeValues: attributeValues(update.ExpressionAttributeValues),
+  };
+}
+
+/** A strongly consistent read of one record. */
+export function getRequest(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition }: RecordLocation,
+): GetItemCommandInput {
+  return { TableName: tableName, Key: layout.itemKey(key, partition), ConsistentRead: true };
+}
+
+/**
+ * One page of a scan over the module's records, without their responses: in a shared table only the items that are
+ * records (they have a claim token) under the key prefix.
+ */
+export function scanRequest(
+  tableName: string,
+  layout: TableLayout,
+  pageSize: number,
+  startKey?: ScanCommandInput['ExclusiveStartKey'],
+): ScanCommandInput {
+  const filter = layout.keyPrefix
+    ? `attribute_exists(#token) AND begins_with(#key, :prefix)`
+    : 'attribute_exists(#token)';
+  const projection = layout.sortKey ? `${STATE}, #sk` : STATE;
+  return {
+    TableName: tableName,
+    Limit: pageSize,
+    ExclusiveStartKey: startKey,
+    ProjectionExpression: projection,
+    FilterExpression: filter,
+    ExpressionAttributeNames: {
+      ...names(layout, projection, filter),
+      ...(layout.keyPrefix ? { '#key': layout.recordKeyAttribute } : {}),
+    },
+    ...(layout.keyPrefix ? { ExpressionAttributeValues: { ':prefix': { S: layout.keyPrefix } } } : {}),
+  };
+}
