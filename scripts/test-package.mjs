@@ -39,6 +39,7 @@ async function main() {
     run(npm, ['pack', '--silent', '--pack-destination', work], join(root, 'libs/idempotency')).trim(),
   );
   checkTarball(tarball);
+  lintTarball(tarball);
 
   const dynalite = require('dynalite')({ createTableMs: 0 });
   await new Promise((done) => dynalite.listen(0, '127.0.0.1', done));
@@ -60,6 +61,21 @@ async function main() {
   console.log(`${consumers.length - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
+}
+
+/**
+ * The package as published is well formed (publint, strict) and its types resolve the same for CommonJS and ESM
+ * consumers, node10, node16 and bundlers (@arethetypeswrong/cli): either fails the run.
+ */
+function lintTarball(tarball) {
+  const unpacked = join(work, 'unpacked');
+  mkdirSync(unpacked, { recursive: true });
+  run('tar', ['-xzf', tarball, '-C', unpacked], work);
+  const bin = (name) => join(root, 'node_modules/.bin', name);
+  const publint = run(bin('publint'), [join(unpacked, 'package'), '--strict'], work);
+  if (/Suggestions:|Warnings:|Errors:/.test(publint)) throw new Error(`publint:\n${publint}`);
+  run(bin('attw'), [tarball, '--format', 'ascii'], work);
+  console.log('publint and attw: ok');
 }
 
 /** Only the built library goes out: no sources, tests or demo. */

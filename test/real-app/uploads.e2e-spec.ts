@@ -22,6 +22,7 @@ import {
   FilesInterceptor,
   NestExpressApplication,
 } from '@nestjs/platform-express';
+import fastifyMultipart from '@fastify/multipart';
 import { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Idempotent, IdempotencyModule, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { startApp, TestApp } from '../support/app';
@@ -369,7 +370,7 @@ describe('uploads and unparsed bodies on Fastify', () => {
       {
         configure: (app) =>
           void (app as NestFastifyApplication).register(
-            require('@fastify/multipart'),
+            fastifyMultipart,
             attachFieldsToBody ? { attachFieldsToBody: true } : {},
           ),
       },

@@ -175,6 +175,5 @@ export function tally(values: Array<number | string>): Record<string, number> {
 export const findings: string[] = [];
 export function record(line: string): void {
   findings.push(line);
-  // eslint-disable-next-line no-console
   console.log(`[reliability] ${line}`);
 }

@@ -38,7 +38,6 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((proc) => proc.kill('SIGKILL')));
 });
 afterAll(() => {
-  // eslint-disable-next-line no-console
   console.log(`\nReliability findings:\n${findings.map((line) => `- ${line}`).join('\n')}`);
 });
 

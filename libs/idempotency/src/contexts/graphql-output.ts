@@ -1,7 +1,5 @@
 import type { GraphQLObjectType, GraphQLOutputType, GraphQLResolveInfo } from 'graphql';
-
-/** `graphql` is an optional peer: loaded only for GraphQL calls, where the application has it. */
-const graphql = () => require('graphql') as typeof import('graphql');
+import { loadGraphql } from '../optional-peers';
 
 /**
  * A resolver's result as it can be stored, read against its GraphQL type: every field of an object type that the
@@ -23,7 +21,7 @@ export function replayableOutput(stored: unknown, info: GraphQLResolveInfo): unk
 }
 
 function toStored(type: GraphQLOutputType, value: unknown, info: GraphQLResolveInfo, path: Set<object>): unknown {
-  const { isNonNullType, isListType, isLeafType, isObjectType, isAbstractType } = graphql();
+  const { isNonNullType, isListType, isLeafType, isObjectType, isAbstractType } = loadGraphql();
   if (value === null || value === undefined) return null;
   if (isNonNullType(type)) return toStored(type.ofType, value, info, path);
   if (isListType(type)) {
@@ -53,7 +51,7 @@ function toStored(type: GraphQLOutputType, value: unknown, info: GraphQLResolveI
 }
 
 function fromStored(type: GraphQLOutputType, stored: unknown, info: GraphQLResolveInfo): unknown {
-  const { isNonNullType, isListType, isLeafType, isObjectType, isAbstractType } = graphql();
+  const { isNonNullType, isListType, isLeafType, isObjectType, isAbstractType } = loadGraphql();
   if (stored === null || stored === undefined) return stored;
   if (isNonNullType(type)) return fromStored(type.ofType, stored, info);
   if (isListType(type))
@@ -82,7 +80,7 @@ function fromStored(type: GraphQLOutputType, stored: unknown, info: GraphQLResol
 
 /** The object type a value of an interface or union is, as the schema tells it (resolveType, isTypeOf, __typename). */
 function concreteType(abstractName: string, value: object, info: GraphQLResolveInfo): GraphQLObjectType | undefined {
-  const { isAbstractType, isObjectType } = graphql();
+  const { isAbstractType, isObjectType } = loadGraphql();
   const abstract = info.schema.getType(abstractName);
   if (!isAbstractType(abstract)) return undefined;
   let resolved: unknown;

@@ -11,6 +11,7 @@ import { replayedException, storedException } from '../response/stored-exception
 import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 import { replayableOutput, storableOutput } from './graphql-output';
+import { loadGraphql } from '../optional-peers';
 
 /** A resolver's arguments: `(root, args, context, info)`. */
 type ResolverArgs = [unknown, Record<string, unknown>, GraphqlContext | undefined, GraphQLResolveInfo];
@@ -96,11 +97,10 @@ function field([, , , info]: ResolverArgs): string {
 
 /**
  * A problem as a GraphQL error: `extensions.code` is `IDEMPOTENCY_` and the problem's name (`IDEMPOTENCY_IN_FLIGHT`),
- * next to the problem's `type`, `status` and, for a 409 in flight, `retryAfter` seconds. `graphql` is loaded only
- * here: a GraphQL context means the application has it.
+ * next to the problem's `type`, `status` and, for a 409 in flight, `retryAfter` seconds.
  */
 function graphqlError(problem: IdempotencyProblemException): Error {
-  const { GraphQLError } = require('graphql') as typeof import('graphql');
+  const { GraphQLError } = loadGraphql();
   const { type, status, detail, title: _title, ...extra } = problem.problem;
   const code = `IDEMPOTENCY_${type.split(':').pop()!.toUpperCase().replace(/-/g, '_')}`;
   const retryAfter = problem.headers['Retry-After'];

@@ -7,6 +7,7 @@ import { rpcPattern } from './route-identity';
 import { replayedException, storedException } from '../response/stored-exception';
 import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
+import { loadMicroservices } from '../optional-peers';
 
 /**
  * Message handlers (`@EventPattern`, `@MessagePattern`): the key from the route's `key` function of the message, the
@@ -49,8 +50,7 @@ export class RpcContextAdapter implements ContextAdapter {
   }
 
   problem(error: IdempotencyError): Error {
-    // Only loaded here: an rpc context means the application has @nestjs/microservices.
-    const { RpcException } = require('@nestjs/microservices') as typeof import('@nestjs/microservices');
+    const { RpcException } = loadMicroservices();
     return new RpcException(IdempotencyProblemException.from(error).problem);
   }
 }

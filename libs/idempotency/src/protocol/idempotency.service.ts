@@ -184,7 +184,6 @@ export class IdempotencyService implements OnApplicationShutdown {
         if (local) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
           await settledWithin(flight.settled, waitLeft);
-          existing = undefined;
           break;
         }
         await sleep(Math.min(pollMs, Math.max(1, waitLeft)));

@@ -2,6 +2,7 @@ import * as common from '@nestjs/common';
 import { HttpException } from '@nestjs/common';
 import { StoredResponse } from '../repository/idempotency.record';
 import { replayedBody, storableBody } from './stored-response.codec';
+import { loadMicroservices } from '../optional-peers';
 
 /**
  * A thrown `HttpException` (or on message handlers, `rpc`, an `RpcException`) as it can be stored and thrown again: its
@@ -21,7 +22,7 @@ export function storedException(
       ...storableBody(error.getResponse()),
     };
   }
-  if (rpc && error instanceof rpcExceptionClass()) {
+  if (rpc && error instanceof loadMicroservices().RpcException) {
     const body = error.getError();
     const { status, statusCode } = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
     const code = [status, statusCode].find((value): value is number => Number.isInteger(value));
@@ -37,14 +38,9 @@ export function storedException(
  */
 export function replayedException(stored: StoredResponse): Error {
   const body = replayedBody(stored) as string | Record<string, unknown>;
-  if (stored.exception === 'RpcException') return new (rpcExceptionClass())(body);
+  if (stored.exception === 'RpcException') return new (loadMicroservices().RpcException)(body);
   const builtIn = (common as Record<string, unknown>)[stored.exception ?? ''];
   const type = typeof builtIn === 'function' && builtIn.prototype instanceof HttpException ? builtIn : HttpException;
   // HttpException's own constructor (status and response as given), with the built-in class as the prototype.
   return Reflect.construct(HttpException, [body, stored.statusCode], type) as HttpException;
-}
-
-/** Loaded only for message handlers: `@nestjs/microservices` is an optional peer, present wherever they are. */
-function rpcExceptionClass(): typeof import('@nestjs/microservices').RpcException {
-  return (require('@nestjs/microservices') as typeof import('@nestjs/microservices')).RpcException;
 }
