@@ -1,4 +1,4 @@
-/** Defaults from the runbook: replay for a day, a one-minute lease, failed attempts remembered briefly. */
+/** The defaults: replay for a day, a one-minute lease, failed attempts remembered briefly. */
 export const DEFAULT_TABLE_NAME = 'idempotency_keys';
 export const DEFAULT_TTL_SECONDS = 86_400;
 export const DEFAULT_PENDING_TTL_SECONDS = 60;

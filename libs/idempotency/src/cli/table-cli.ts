@@ -17,7 +17,7 @@ export interface CliOutput {
   error(line: string): void;
 }
 
-/** The table tooling of the runbook's step 1 and its deploy-time check. Returns the exit code. */
+/** The table tooling: creating the table, and the deploy-time check. Returns the exit code. */
 export async function runTableCli(argv: string[], out: CliOutput = console): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,

@@ -19,7 +19,7 @@ export const TTL_ATTRIBUTE = 'expires_at';
 
 /**
  * Creates the idempotency table if it is missing (its layout's keys, strings; on-demand billing) and enables TTL on
- * the expiry attribute, as the runbook's step 1 does. Safe to call from several instances at once. Endpoints without
+ * the expiry attribute: a deployment's first step. Safe to call from several instances at once. Endpoints without
  * the TTL API (dynalite) get a warning, not a failure: expiry is enforced in code anyway.
  *
  * `table` is a name (the default layout: `pk` alone) or `{ tableName, keySchema, attributeNames }`.

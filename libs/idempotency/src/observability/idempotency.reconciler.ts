@@ -24,7 +24,7 @@ export interface SweepResult {
 }
 
 /**
- * The runbook's reconciliation job: finds PENDING items whose lease has passed (a crashed worker), marks them
+ * The reconciliation job: finds PENDING items whose lease has passed (a crashed worker), marks them
  * FAILED so the key is visibly claimable, and counts items TTL has not deleted yet. Both counts become gauges.
  * Marking is conditioned on the item's own claim token: a worker that claimed since is never overridden.
  * Runs on demand (`sweep()`), or every `reconcileIntervalSeconds` when that module option is set.

@@ -12,7 +12,7 @@ export interface SweepFindings {
 }
 
 /**
- * The runbook's metrics and spans, through the OpenTelemetry API: no-ops until the application registers an
+ * The metrics and spans an operator watches (docs/operating.md), through the OpenTelemetry API: no-ops until the application registers an
  * SDK (before creating the Nest app), so they cost nothing otherwise and work with any backend.
  */
 export class IdempotencyTelemetry {

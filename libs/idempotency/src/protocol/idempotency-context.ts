@@ -17,16 +17,16 @@ export interface RunningClaim {
   open: boolean;
 }
 
-const scopes = new AsyncLocalStorage<RunningClaim>();
+const claims = new AsyncLocalStorage<RunningClaim>();
 
 /**
- * Runs `fn` with `scope` as the current claim. `tracked`: through AsyncLocalStorage, so the injected
+ * Runs `fn` with `claim` as the current one. `tracked`: through AsyncLocalStorage, so the injected
  * `IdempotencyContext` finds it anywhere in the work; otherwise only a context bound to it (`boundContext`) does.
  * On Node 20 and 22 AsyncLocalStorage adds work to every promise of the process, so the module tracks calls only
  * when the application injects `IdempotencyContext` (`injectsIdempotencyContext`).
  */
-export function runInClaim<T>(scope: RunningClaim, fn: () => T, tracked = true): T {
-  return tracked ? scopes.run(scope, fn) : fn();
+export function runInClaim<T>(claim: RunningClaim, fn: () => T, tracked = true): T {
+  return tracked ? claims.run(claim, fn) : fn();
 }
 
 /** Contexts of applications that do not track calls: read, they explain why instead of answering "not in a call". */
@@ -37,8 +37,8 @@ export function untrackContext(context: IdempotencyContext): void {
 }
 
 /** A context bound to one call (`IdempotencyService.execute` hands one to its function). */
-export function boundContext(scope: RunningClaim): IdempotencyContext {
-  return new BoundIdempotencyContext(scope);
+export function boundContext(claim: RunningClaim): IdempotencyContext {
+  return new BoundIdempotencyContext(claim);
 }
 
 /**
@@ -95,14 +95,14 @@ export class IdempotencyContext {
     return this.current() !== undefined;
   }
 
-  /** The record's partition key (scoped and hashed: never the raw client key). */
+  /** The record key (scoped and hashed: never the raw client key). */
   get recordKey(): string {
-    return this.scope('recordKey').recordKey;
+    return this.running('recordKey').recordKey;
   }
 
   /** This attempt's claim token: changes when another caller takes the lease over. */
   get claimToken(): string {
-    return this.scope('claimToken').claimToken;
+    return this.running('claimToken').claimToken;
   }
 
   /** Whether `commitWith` can be used here: inside a protected call, on a store with transactions. */
@@ -118,7 +118,7 @@ export class IdempotencyContext {
   deriveKey(name: string): string {
     if (typeof name !== 'string' || name.length === 0)
       throw new TypeError('IdempotencyContext.deriveKey needs a name.');
-    const { recordKey } = this.scope('deriveKey');
+    const { recordKey } = this.running('deriveKey');
     return createHash('sha256').update(`derived\0${recordKey}\0${name}`).digest('hex');
   }
 
@@ -128,11 +128,11 @@ export class IdempotencyContext {
    * written if the handler throws. At most 99 writes per call.
    */
   commitWith(...writes: CommitWrite[]): void {
-    const scope = this.scope('commitWith');
-    if (!scope.open) {
+    const claim = this.running('commitWith');
+    if (!claim.open) {
       throw new Error('IdempotencyContext.commitWith: the call has already returned; its completion is being written.');
     }
-    if (!scope.canCommitWith) {
+    if (!claim.canCommitWith) {
       throw new Error(
         'IdempotencyContext.commitWith: this idempotency store has no transactions (dynalite, or a repository ' +
           'without commit support), so the writes cannot be committed with the completion. Check canCommitWith ' +
@@ -150,43 +150,43 @@ export class IdempotencyContext {
         );
       }
     }
-    if (scope.writes.length + writes.length > MAX_COMMIT_WRITES) {
+    if (claim.writes.length + writes.length > MAX_COMMIT_WRITES) {
       throw new RangeError(
         `IdempotencyContext.commitWith: at most ${MAX_COMMIT_WRITES} writes per call (DynamoDB's 100 actions per ` +
-          `transaction, one of which is the completion); this call has ${scope.writes.length + writes.length}.`,
+          `transaction, one of which is the completion); this call has ${claim.writes.length + writes.length}.`,
       );
     }
-    scope.writes.push(...writes);
+    claim.writes.push(...writes);
   }
 
   /** This call's claim: the one this context is bound to, else the one AsyncLocalStorage carries. */
   private current(): RunningClaim | undefined {
-    const scope = this instanceof BoundIdempotencyContext ? this.claim : scopes.getStore();
-    if (!scope && untracked.has(this)) {
+    const claim = this instanceof BoundIdempotencyContext ? this.bound : claims.getStore();
+    if (!claim && untracked.has(this)) {
       throw new Error(
         'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
           'enhancer or middleware had IdempotencyContext injected at startup (a context taken with moduleRef.get() or ' +
           'app.get() does not count). Inject it in the constructor of the class that uses it.',
       );
     }
-    return scope;
+    return claim;
   }
 
-  private scope(member: string): RunningClaim {
-    const scope = this.current();
-    if (!scope) {
+  private running(member: string): RunningClaim {
+    const claim = this.current();
+    if (!claim) {
       throw new Error(
         `IdempotencyContext.${member} is only available inside a protected call (an @Idempotent() handler with a ` +
           'key, or the function given to IdempotencyService.execute).',
       );
     }
-    return scope;
+    return claim;
   }
 }
 
 /** The context of one call, whatever the current async context: no AsyncLocalStorage lookup. */
 class BoundIdempotencyContext extends IdempotencyContext {
-  constructor(readonly claim: RunningClaim) {
+  constructor(readonly bound: RunningClaim) {
     super();
   }
 }
