@@ -1,7 +1,7 @@
 // npm run test:package: pack the library, install the tarball into two fresh consumer apps (NestJS 11 as
 // CommonJS, NestJS 12 as ESM), build each with tsc, start it against dynalite and check a replay end to end.
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -58,7 +58,14 @@ async function main() {
   } finally {
     dynalite.close();
   }
-  console.log(`${consumers.length - failures} passed, ${failures} failed`);
+  try {
+    await checkFiveMinutes(tarball);
+    console.log('PASS readme-five-minutes');
+  } catch (error) {
+    failures += 1;
+    console.error(`FAIL readme-five-minutes: ${error.stack ?? error}`);
+  }
+  console.log(`${consumers.length + 1 - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -198,6 +205,123 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
   } finally {
     app.kill();
   }
+}
+
+/**
+ * The README's five-minute path, as written: its `<!-- file: … -->` blocks become a fresh CommonJS NestJS 11 app (the
+ * Nest CLI's module settings), built with tsc and started as the README says, once with its Express `src/main.ts` and
+ * once with the Fastify variant; the README's request sent twice must answer the same payment, replayed.
+ */
+async function checkFiveMinutes(tarball) {
+  const dir = join(work, 'readme-five-minutes');
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  const blocks = readmeFiles();
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'shop', private: true }, null, 2));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'commonjs',
+        target: 'ES2023',
+        outDir: 'dist',
+        rootDir: 'src',
+        emitDecoratorMetadata: true,
+        experimentalDecorators: true,
+        allowSyntheticDefaultImports: true,
+        skipLibCheck: true,
+        strictNullChecks: true,
+        types: ['node'],
+      },
+      include: ['src'],
+    }),
+  );
+  console.log('readme-five-minutes: npm install');
+  run(
+    npm,
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      tarball,
+      '@nestjs/common@^11',
+      '@nestjs/core@^11',
+      '@nestjs/platform-express@^11',
+      '@nestjs/platform-fastify@^11',
+      '@aws-sdk/client-dynamodb@^3',
+      '@aws-sdk/lib-dynamodb@^3',
+      '@aws-sdk/util-dynamodb@^3',
+      '@opentelemetry/api@^1',
+      'reflect-metadata@^0.2',
+      'rxjs@^7',
+      'dynalite@^4',
+      'typescript@~5.9.3',
+      '@types/node@^20',
+    ],
+    dir,
+  );
+  for (const variant of ['express', 'fastify']) {
+    for (const block of blocks.filter((candidate) => !candidate.variant)) {
+      const chosen =
+        blocks.find((candidate) => candidate.file === block.file && candidate.variant === variant) ?? block;
+      writeFileSync(join(dir, chosen.file), chosen.code);
+    }
+    rmSync(join(dir, 'dist'), { recursive: true, force: true });
+    run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+    const port = await freePort();
+    const app = spawn(process.execPath, ['dist/main.js'], {
+      cwd: dir,
+      env: { ...process.env, PORT: String(port), LOCAL_DYNAMODB_PORT: String(await freePort()) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    app.stdout.on('data', (chunk) => (output += chunk));
+    app.stderr.on('data', (chunk) => (output += chunk));
+    try {
+      // The README's curl, twice.
+      const pay = () =>
+        fetch(`http://127.0.0.1:${port}/payments`, {
+          method: 'POST',
+          headers: { 'Idempotency-Key': '7f1c', 'Content-Type': 'application/json' },
+          body: '{"amount":42}',
+        });
+      let first;
+      for (let i = 0; i < 200 && !first; i++) {
+        if (app.exitCode !== null) throw new Error(`${variant}: the app exited:\n${output}`);
+        first = await pay().catch(() => undefined);
+        if (!first) await sleep(100);
+      }
+      if (!first) throw new Error(`${variant}: did not start:\n${output}`);
+      const firstBody = await first.text();
+      const second = await pay();
+      const secondBody = await second.text();
+      const ok =
+        first.status === 201 &&
+        second.status === 201 &&
+        firstBody === '{"id":"pay_1","amount":42}' &&
+        secondBody === firstBody &&
+        second.headers.get('idempotent-replayed') === 'true';
+      if (!ok)
+        throw new Error(`${variant}: ${first.status} ${firstBody}, then ${second.status} ${secondBody}\n${output}`);
+      console.log(`readme-five-minutes: ${variant} replays the payment`);
+    } finally {
+      app.kill();
+    }
+  }
+}
+
+/** The README's blocks marked `<!-- file: src/… -->` (and `, variant: …`). */
+function readmeFiles() {
+  const lines = readFileSync(join(root, 'README.md'), 'utf8').split('\n');
+  const files = [];
+  for (let i = 1; i < lines.length; i++) {
+    const marker = /^<!--\s*file:\s*([^,\s]+)(?:,\s*variant:\s*(\S+))?\s*-->$/.exec(lines[i - 1].trim());
+    if (!marker || lines[i].trim() !== '```ts') continue;
+    const start = i + 1;
+    while (lines[i + 1].trim() !== '```') i++;
+    files.push({ file: marker[1], variant: marker[2], code: lines.slice(start, i + 1).join('\n') });
+  }
+  return files;
 }
 
 main().catch((error) => {
