@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { post, TestApp } from '../support/app';
 import { PLATFORM_ENGINES } from '../support/engines';
 import { scanTable } from '../support/table';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { IdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
-import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { parseKeyHeader } from '../../libs/idempotency/src/keys/idempotency-key';
 import { PLATFORMS, post } from '../support/app';
 import { rawPost } from '../support/raw-http';

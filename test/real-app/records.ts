@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { decodeStoredResponse } from '../../libs/idempotency/src/response/stored-response.codec';
 
 /** The item of a route's key as DynamoDB holds it, its response decoded; undefined while there is none. */

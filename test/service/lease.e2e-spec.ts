@@ -12,7 +12,8 @@ import {
   InMemoryIdempotencyRepository,
   SystemClock,
 } from 'nestjs-dynamodb-idempotency';
-import { fingerprintValue, recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { fingerprintValue } from '../../libs/idempotency/src/keys/fingerprint';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';

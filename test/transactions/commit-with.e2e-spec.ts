@@ -8,7 +8,7 @@ import {
   InMemoryIdempotencyRepository,
   ProblemType,
 } from 'nestjs-dynamodb-idempotency';
-import { recordKey } from '../../libs/idempotency/src/keys/fingerprint';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { runTableCli } from '../../libs/idempotency/src/cli/table-cli';
 import { post, startApp, TestApp } from '../support/app';
 import { localClient, startDynalite, uniqueTableName } from '../support/dynalite';

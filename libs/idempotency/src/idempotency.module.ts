@@ -1,6 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { CallDescriber } from './contexts/call-describer';
 import { GraphqlContextAdapter } from './contexts/graphql.context';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
 import { HttpContextAdapter } from './contexts/http.context';
@@ -52,6 +53,9 @@ import { StoreReadiness } from './startup/store-readiness';
         new DynamoDbIdempotencyRepository({
           client: options.client ?? new DynamoDBClient(options.clientConfig ?? {}),
           tableName: resolved.tableName,
+          keySchema: options.keySchema,
+          attributeNames: options.attributeNames,
+          keyPrefix: options.keyPrefix,
           clock,
           telemetry,
         }),
@@ -69,6 +73,7 @@ import { StoreReadiness } from './startup/store-readiness';
     RpcContextAdapter,
     GraphqlContextAdapter,
     HandlerProbeInstaller,
+    CallDescriber,
   ],
   exports: [
     IDEMPOTENCY_MODULE_OPTIONS,
@@ -85,6 +90,7 @@ import { StoreReadiness } from './startup/store-readiness';
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,
+    CallDescriber,
   ],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

@@ -37,8 +37,8 @@ interface GraphqlContext {
 export class GraphqlContextAdapter implements ContextAdapter {
   constructor(@Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
-  operation({ context }: InterceptedCall): string {
-    return `GraphQL ${field(context.getArgs() as ResolverArgs)}`;
+  operation({ context, route }: InterceptedCall): string {
+    return route.name ?? `GraphQL ${field(context.getArgs() as ResolverArgs)}`;
   }
 
   key(call: InterceptedCall): unknown {
@@ -61,9 +61,9 @@ export class GraphqlContextAdapter implements ContextAdapter {
     return graphqlContext?.req ?? graphqlContext?.request ?? graphqlContext?.reply?.request;
   }
 
-  async fingerprint({ context }: InterceptedCall): Promise<string> {
+  async fingerprint({ context, route }: InterceptedCall): Promise<string> {
     const resolverArgs = context.getArgs() as ResolverArgs;
-    return fingerprintValue(['GraphQL', field(resolverArgs), resolverArgs[1]]);
+    return fingerprintValue(['GraphQL', route.name ?? field(resolverArgs), resolverArgs[1]]);
   }
 
   /** The result read against the field's type, so that a replay is the same GraphQL answer (see graphql-output). */

@@ -36,7 +36,9 @@ export class HttpContextAdapter implements ContextAdapter {
     this.serialization = new ClassSerialization(reflector, moduleRef);
   }
 
+  /** `POST /orders` (with the version that served it, if versioned), or the route's stable `name`. */
   operation(call: InterceptedCall): string {
+    if (call.route.name) return call.route.name;
     const { method, route } = this.identity(call);
     return `${method} ${route}`;
   }
@@ -125,9 +127,10 @@ export class HttpContextAdapter implements ContextAdapter {
     return IdempotencyProblemException.from(error);
   }
 
-  /** The method and the route template (with the API version that served the request, if versioned). */
-  private identity({ context }: InterceptedCall): { method: string; route: string } {
+  /** The method and the route: its `name`, else the template (with the API version that served the request). */
+  private identity({ context, route: options }: InterceptedCall): { method: string; route: string } {
     const request = context.switchToHttp().getRequest();
+    if (options.name) return { method: this.method(request), route: options.name };
     const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
     const template = routeTemplate(context);
     return { method: this.method(request), route: version === undefined ? template : `${template} version=${version}` };

@@ -16,8 +16,8 @@ import { loadMicroservices } from '../optional-peers';
  */
 @Injectable()
 export class RpcContextAdapter implements ContextAdapter {
-  operation({ context }: InterceptedCall): string {
-    return `RPC ${rpcPattern(context)}`;
+  operation({ context, route }: InterceptedCall): string {
+    return route.name ?? `RPC ${rpcPattern(context)}`;
   }
 
   key({ context, route }: InterceptedCall): unknown {
@@ -32,8 +32,8 @@ export class RpcContextAdapter implements ContextAdapter {
     return undefined;
   }
 
-  async fingerprint({ context }: InterceptedCall): Promise<string> {
-    return fingerprintValue(['RPC', rpcPattern(context), context.switchToRpc().getData()]);
+  async fingerprint({ context, route }: InterceptedCall): Promise<string> {
+    return fingerprintValue(['RPC', route.name ?? rpcPattern(context), context.switchToRpc().getData()]);
   }
 
   capture(value: unknown): StoredResponse {

@@ -1,4 +1,5 @@
 import { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { UNSCOPED_PARTITION } from '../keys/record-key';
 
 /** The record's attributes besides its key, by their default names. */
 export type RecordAttribute =
@@ -23,9 +24,6 @@ export interface TableLayoutOptions {
   /** Put before every key value the module writes (`IDEMPOTENCY#`), so its items are told apart in a shared table. */
   keyPrefix?: string;
 }
-
-/** The partition a record goes to in a sort-key layout when the call gives none: every unscoped call shares it. */
-export const UNSCOPED_PARTITION = 'unscoped';
 
 /**
  * Where a record's parts go in the table. By default the record key is the partition key `pk` (today's layout). With a

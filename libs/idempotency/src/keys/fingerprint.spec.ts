@@ -1,4 +1,5 @@
-import { canonicalJson, fingerprintRequest, recordKey } from './fingerprint';
+import { canonicalJson, fingerprintRequest } from './fingerprint';
+import { recordKey } from './record-key';
 import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
 describe('canonicalJson', () => {

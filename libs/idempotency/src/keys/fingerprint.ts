@@ -24,14 +24,6 @@ export function fingerprintRequest({ method, route, params, query, body, files }
   return sha256(canonicalJson(parts));
 }
 
-/**
- * The partition key of a record: where it applies (`POST /orders`, an RPC pattern, `execute`), then a SHA-256 of
- * the caller's scope and key, so raw keys are never stored and one tenant's key never meets another's.
- */
-export function recordKey(route: string, scope: string | undefined, key: string): string {
-  return `${route}#${sha256(JSON.stringify([scope ?? null, key]))}`;
-}
-
 /** SHA-256 (hex) of any JSON value in canonical form: the fingerprint of a programmatic call. */
 export function fingerprintValue(value: unknown): string {
   return sha256(canonicalJson(value ?? null));

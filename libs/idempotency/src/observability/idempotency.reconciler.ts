@@ -64,6 +64,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
         });
         const released = await this.repository.fail({
           key: record.key,
+          partition: record.partition,
           claimToken: record.claimToken,
           ttlSeconds: this.options.failedTtlSeconds,
         });

@@ -1,6 +1,7 @@
 import { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ExecutionContext } from '@nestjs/common';
+import type { TableLayoutOptions } from '../dynamodb/table-layout';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { EncryptionOptions } from '../response/response-sealing';
 
@@ -22,8 +23,11 @@ const RETRYABLE_CLIENT_STATUSES = new Set([400, 401, 407, 408, 409, 422, 429]);
 export const defaultStoreIf: StoreIf = (status) =>
   status < 400 || (status < 500 && !RETRYABLE_CLIENT_STATUSES.has(status));
 
-/** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
-export interface IdempotencyModuleOptions {
+/**
+ * Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. The table's layout (`keySchema`, `attributeNames`,
+ * `keyPrefix`) lets the module share a table that has its own keys (single-table design, docs/single-table.md).
+ */
+export interface IdempotencyModuleOptions extends TableLayoutOptions {
   /** DynamoDB table holding the records. Default `idempotency_keys`. */
   tableName?: string;
   /** A client the app already has (plain or document client). Takes precedence over `clientConfig`. */
@@ -82,7 +86,15 @@ export interface IdempotencyModuleOptions {
    * (responses over 64 KB are not kept).
    */
   replayCache?: { enabled?: boolean; maxEntries?: number };
+  /**
+   * With a sort key (`keySchema.sortKey`): the partition every record goes to, instead of the caller's scope (a fixed
+   * string, or a function of the call). Default: the key prefix and a SHA-256 of the scope.
+   */
+  partitionKeyValue?: PartitionKeyValue;
 }
+
+/** A record's partition in a sort-key layout: a fixed value, or a function of the call (like `scope`). */
+export type PartitionKeyValue = string | ((context: ExecutionContext, request?: any) => string);
 
 /**
  * How keys are scoped to callers: a function of the call, or `false` for keys unique by construction. `request` is the
@@ -122,4 +134,11 @@ export interface IdempotentOptions {
    * arguments) instead of the `Idempotency-Key` header.
    */
   keyFrom?: { arg: string };
+  /**
+   * A stable operation name (`'orders.create'`), used in the record key and the fingerprint instead of the route
+   * template, so that a retry through a refactored path or another version prefix still replays. Default: the route.
+   */
+  name?: string;
+  /** Overrides the module's `partitionKeyValue` for this route (sort-key layouts). */
+  partitionKeyValue?: PartitionKeyValue;
 }

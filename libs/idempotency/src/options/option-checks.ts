@@ -62,7 +62,13 @@ export function explicitClockSkew(value: unknown, where: string): number | undef
  * explicit skew, checked against the lease the overrides give.
  */
 export function validateCallSettings(
-  settings: Partial<Record<SecondsOption, unknown>> & { waitMs?: unknown; storeIf?: unknown; keyFrom?: unknown },
+  settings: Partial<Record<SecondsOption, unknown>> & {
+    waitMs?: unknown;
+    storeIf?: unknown;
+    keyFrom?: unknown;
+    name?: unknown;
+    partitionKeyValue?: unknown;
+  },
   where: string,
   clockSkewSeconds?: number,
 ): void {
@@ -77,7 +83,13 @@ export function validateCallSettings(
         'still being renewed. Lower clockSkewSeconds or raise pendingTtlSeconds.',
     );
   }
-  const { waitMs, storeIf, keyFrom } = settings;
+  const { waitMs, storeIf, keyFrom, name, partitionKeyValue } = settings;
+  if (name !== undefined && (typeof name !== 'string' || name.length === 0 || name.includes('#'))) {
+    throw new Error(
+      `${where}: idempotency option name must be a non-empty string without '#', got ${JSON.stringify(name)}`,
+    );
+  }
+  partitionKeyValueOption(partitionKeyValue, where);
   const arg = (keyFrom as { arg?: unknown } | undefined)?.arg;
   if (keyFrom !== undefined && (typeof arg !== 'string' || arg === '')) {
     throw new Error(
@@ -105,4 +117,13 @@ export function positiveInteger(name: string, value: unknown, where: string, uni
     );
   }
   return value;
+}
+
+/** `partitionKeyValue`: a non-empty string or a function. */
+export function partitionKeyValueOption<T>(value: T, where: string): T {
+  if (value === undefined || typeof value === 'function' || (typeof value === 'string' && value.length > 0))
+    return value;
+  throw new Error(
+    `${where}: idempotency option partitionKeyValue must be a non-empty string or a function, got ${String(value)}`,
+  );
 }

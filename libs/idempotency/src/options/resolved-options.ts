@@ -9,10 +9,12 @@ import {
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
 } from '../idempotency.constants';
+import { TableLayout } from '../dynamodb/table-layout';
 import { ResponseSealer } from '../response/response-sealing';
 import { defaultStoreIf, IdempotencyModuleOptions, StoreIf } from './idempotency.options';
 import {
   explicitClockSkew,
+  partitionKeyValueOption,
   positiveInteger,
   positiveSeconds,
   replayableHeaders,
@@ -36,7 +38,9 @@ export type ResolvedIdempotencyOptions = Required<
     | 'keyHeader'
   >
 > &
-  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds'> & {
+  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds' | 'partitionKeyValue'> & {
+    /** Where the records sit in the table (its keys, attribute names, key prefix), checked. */
+    layout: TableLayout;
     replayHeaders: string[];
     replayCacheEntries: number;
     failOnStartup: boolean;
@@ -67,6 +71,8 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     failedTtlSeconds: seconds('failedTtlSeconds', DEFAULT_FAILED_TTL_SECONDS),
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
+    layout: TableLayout.from(options, where),
+    partitionKeyValue: partitionKeyValueOption(options.partitionKeyValue, where),
     failOnStartup: options.failOnStartup ?? true,
     storeIf: options.storeIf ?? defaultStoreIf,
     sealer: ResponseSealer.from(options.encryption, where),

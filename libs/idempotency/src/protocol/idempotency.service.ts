@@ -9,7 +9,8 @@ import {
   IdempotencyResultNotStoredError,
 } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
-import { fingerprintValue, recordKey } from '../keys/fingerprint';
+import { fingerprintValue } from '../keys/fingerprint';
+import { recordKey, scopePartition } from '../keys/record-key';
 import { validateKey } from '../keys/idempotency-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
@@ -102,11 +103,12 @@ export class IdempotencyService implements OnApplicationShutdown {
       describe: () => {
         const key = validateKey(options.key);
         if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-        return this.call(
-          recordKey(`fn ${operation}`, options.scope, key),
-          fingerprintValue(options.fingerprint),
-          options,
-        );
+        const { keyPrefix, sortKey } = this.options.layout;
+        const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, options.scope)) : undefined;
+        return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), {
+          ...options,
+          partition,
+        });
       },
       // An owned run always hands its function a context bound to the claim.
       execute: async (context) => fn(context!),
@@ -116,8 +118,8 @@ export class IdempotencyService implements OnApplicationShutdown {
   }
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
-  call(recordKey: string, fingerprint: string, settings: CallSettings): ProtectedCall {
-    return { recordKey, fingerprint, ...callPolicy(settings, this.options) };
+  call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
+    return { recordKey, partition: settings.partition, fingerprint, ...callPolicy(settings, this.options) };
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */
@@ -188,7 +190,7 @@ export class IdempotencyService implements OnApplicationShutdown {
         }
         await sleep(Math.min(pollMs, Math.max(1, waitLeft)));
         pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
-        existing = await this.repository.get({ key: call.recordKey });
+        existing = await this.repository.get({ key: call.recordKey, partition: call.partition });
       }
       if (local && performance.now() < waitUntil) continue;
       // The owner failed, its lease ran out or its record vanished: claimable again, within the wait budget.

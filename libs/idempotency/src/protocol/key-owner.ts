@@ -35,6 +35,7 @@ export class KeyOwner {
   async run<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>, flight: Flight): Promise<T> {
     const heartbeat = new LeaseHeartbeat(this.repository, this.telemetry, {
       key: call.recordKey,
+      partition: call.partition,
       claimToken,
       leaseSeconds: call.leaseSeconds,
       maxLeaseSeconds: call.maxLeaseSeconds,

@@ -3,8 +3,10 @@ import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 export interface HeartbeatInput {
-  /** The record's partition key (route and hashed key: safe to log). */
+  /** The record key (route and hashed key: safe to log). */
   key: string;
+  /** Its partition in a sort-key layout. */
+  partition?: string;
   claimToken: string;
   leaseSeconds: number;
   /** After this long the lease is no longer renewed. */
@@ -55,8 +57,8 @@ export class LeaseHeartbeat {
     }
     this.renewing = true;
     try {
-      const { key, claimToken, leaseSeconds } = this.input;
-      const result = await this.repository.renew({ key, claimToken, leaseSeconds });
+      const { key, partition, claimToken, leaseSeconds } = this.input;
+      const result = await this.repository.renew({ key, partition, claimToken, leaseSeconds });
       if (result.ok) {
         if (!this.stopped) this.input.renewed(result.expiresAt);
         return;

@@ -130,6 +130,7 @@ export class OutcomeRecorder {
       const result = await retryThroughStoreFaults(() =>
         this.repository.complete({
           key: call.recordKey,
+          partition: call.partition,
           claimToken,
           response: sealed,
           ttlSeconds: call.ttlSeconds,
@@ -174,7 +175,12 @@ export class OutcomeRecorder {
   private async release(call: ProtectedCall, claimToken: string): Promise<CompleteResult | undefined> {
     try {
       const result = await retryThroughStoreFaults(() =>
-        this.repository.fail({ key: call.recordKey, claimToken, ttlSeconds: this.failedTtlSeconds }),
+        this.repository.fail({
+          key: call.recordKey,
+          partition: call.partition,
+          claimToken,
+          ttlSeconds: this.failedTtlSeconds,
+        }),
       );
       if (!result.ok && result.reason !== 'already_failed') {
         this.logger.warn({ msg: 'release refused', key: call.recordKey, reason: result.reason });

@@ -17,12 +17,16 @@ export interface ExecuteOptions extends CallSettings {
   fingerprint?: unknown;
   /** Namespace for the key (a tenant, a consumer name). */
   scope?: string;
+  /** With a sort-key layout: the record's partition, instead of the key prefix and the scope's hash. */
+  partitionKeyValue?: string;
 }
 
 /** One protected call, as the protocol needs it. */
 export interface ProtectedCall extends CallPolicy {
   /** The record key: never the raw client key. */
   recordKey: string;
+  /** Its partition in a table with a sort key (the caller's scope, or `partitionKeyValue`). */
+  partition?: string;
   fingerprint: string;
 }
 

@@ -51,6 +51,7 @@ export class SingleFlight {
     const claim = this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
       const result = await this.repository.claim({
         key: call.recordKey,
+        partition: call.partition,
         fingerprint: call.fingerprint,
         leaseSeconds: call.leaseSeconds,
         clockSkewSeconds: call.clockSkewSeconds,
@@ -83,6 +84,7 @@ export class SingleFlight {
 export function localOwner(call: ProtectedCall, flight: Flight, claimToken: string): IdempotencyRecord {
   return {
     key: call.recordKey,
+    ...(call.partition === undefined ? {} : { partition: call.partition }),
     status: 'PENDING',
     expiresAt: flight.leaseEndsAt,
     claimToken,

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { interceptorsInside } from '../contexts/handler-probe.installer';
+import { IdempotentOptions } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { validateCallSettings } from '../options/option-checks';
 import { IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
@@ -66,11 +67,23 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       } catch (error) {
         return [(error as Error).message];
       }
+      this.warnIfOnePartition(where, options);
       if (options.keyFrom && !isGraphqlMutation(handler)) {
         return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
       }
       return [];
     });
+  }
+
+  /** A sort-key layout puts an unscoped route's records in one partition: its writes share that partition's limit. */
+  private warnIfOnePartition(where: string, route: IdempotentOptions): void {
+    const { layout, scope, partitionKeyValue } = this.options;
+    if (!layout.sortKey || (route.scope ?? scope) || (route.partitionKeyValue ?? partitionKeyValue)) return;
+    this.logger.warn(
+      `${where}: the table has a sort key and this route has no scope, so all its records share one partition ` +
+        `(${layout.keyPrefix}unscoped) and its writes share that partition's limit (about 1,000 write units a second). ` +
+        'Set scope (the caller), or partitionKeyValue.',
+    );
   }
 
   private handlerProblem(

@@ -1,0 +1,101 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  IdempotencyError,
+  IdempotencyKeyInvalidError,
+  IdempotencyKeyMissingError,
+  IdempotencyScopeFailedError,
+} from '../errors/idempotency.errors';
+import { validateKey } from '../keys/idempotency-key';
+import { recordKey, scopePartition } from '../keys/record-key';
+import { PartitionKeyValue, Scope } from '../options/idempotency.options';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { IdempotencyService, ProtectedCall } from '../protocol/idempotency.service';
+import { ContextAdapter, InterceptedCall } from './context-adapter';
+
+/**
+ * A protected call as the protocol needs it, whatever its execution type: its key (missing, malformed, or from a
+ * function that throws: a problem, never a raw error), its scope (the caller's key space), its partition in a sort-key
+ * layout, its record key and its fingerprint.
+ */
+@Injectable()
+export class CallDescriber {
+  private readonly logger = new Logger('Idempotency');
+  /** Handlers already warned that their keys are shared across authenticated callers. */
+  private readonly unscopedWarned = new WeakSet<Function>();
+
+  constructor(
+    private readonly service: IdempotencyService,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /** The call; undefined when an optional key is absent (the handler then runs unprotected). */
+  async describe(call: InterceptedCall, adapter: ContextAdapter): Promise<ProtectedCall | undefined> {
+    const key = this.keyOf(call, adapter);
+    if (key === undefined) {
+      if (call.route.required === false) return undefined;
+      throw new IdempotencyKeyMissingError(adapter.missingKey(call));
+    }
+    const operation = adapter.operation(call);
+    const request = adapter.request(call);
+    const scope = this.scopeOf(call, request, operation);
+    const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
+    return this.service.call(recordKey(operation, scope, key), await adapter.fingerprint(call), {
+      ...call.route,
+      partition,
+    });
+  }
+
+  /** The caller's key, validated. A key function that throws is an invalid key (400), logged, never a raw error. */
+  private keyOf(call: InterceptedCall, adapter: ContextAdapter): string | undefined {
+    let key: unknown;
+    try {
+      key = adapter.key(call);
+    } catch (error) {
+      if (error instanceof IdempotencyError) throw error;
+      const msg = 'the key function threw; answering 400 key-invalid';
+      this.logger.warn({ msg, operation: adapter.operation(call), error: String(error) });
+      throw new IdempotencyKeyInvalidError('it could not be derived from the request');
+    }
+    return validateKey(key);
+  }
+
+  /** The caller's scope (the route's function, else the module's), warning when authenticated callers share keys. */
+  private scopeOf(call: InterceptedCall, request: unknown, operation: string): string | undefined {
+    const scope: Scope | undefined = call.route.scope ?? this.options.scope;
+    const user = (request as { user?: unknown } | undefined)?.user;
+    if (scope === undefined && user !== undefined && user !== null) this.warnUnscoped(call, operation);
+    return scope ? this.applyFunction('scope', () => scope(call.context, request), operation) : undefined;
+  }
+
+  /** The record's partition in a sort-key layout: `partitionKeyValue`, else the key prefix and the scope's hash. */
+  private partitionOf(call: InterceptedCall, request: unknown, scope: string | undefined, operation: string): string {
+    const value: PartitionKeyValue | undefined = call.route.partitionKeyValue ?? this.options.partitionKeyValue;
+    if (value === undefined) return scopePartition(this.options.layout.keyPrefix, scope);
+    if (typeof value === 'string') return value;
+    const partition = this.applyFunction('partitionKeyValue', () => value(call.context, request), operation);
+    if (typeof partition === 'string' && partition.length > 0) return partition;
+    this.logger.error({ msg: 'partitionKeyValue returned no partition; answering 500 scope-failed', operation });
+    throw new IdempotencyScopeFailedError(operation);
+  }
+
+  /** An application function of the call; one that throws answers 500 scope-failed (logged): the handler does not run. */
+  private applyFunction<T>(name: string, apply: () => T, operation: string): T {
+    try {
+      return apply();
+    } catch (error) {
+      const msg = `the ${name} function threw; answering 500 scope-failed, the handler does not run`;
+      this.logger.error({ msg, operation, error: String(error) });
+      throw new IdempotencyScopeFailedError(operation);
+    }
+  }
+
+  private warnUnscoped({ context }: InterceptedCall, operation: string): void {
+    if (this.unscopedWarned.has(context.getHandler())) return;
+    this.unscopedWarned.add(context.getHandler());
+    this.logger.warn(
+      `${operation}: requests carry an authenticated user (req.user) but no scope is configured, so every caller shares one ` +
+        "key space and a user who sends another user's key gets that user's response. Set scope, e.g. " +
+        '(context, request) => request?.user?.id, or scope: false when keys are unique by construction.',
+    );
+  }
+}
