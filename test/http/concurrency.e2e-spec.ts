@@ -4,12 +4,12 @@ import { PLATFORM_ENGINES } from '../support/engines';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORM_ENGINES)('concurrent duplicates on %s, %s', (platform, engine) => {
+describe.each(PLATFORM_ENGINES)('concurrent duplicates on %s, %s, %s layout', (platform, engine, layout) => {
   let scenario: PaymentsScenario;
   let test: TestApp;
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform, { engine });
+    scenario = await startPaymentsScenario(platform, { engine, layout });
     test = scenario.test;
   });
   afterAll(() => scenario.stop());

@@ -5,7 +5,7 @@ import { scanTable } from '../support/table';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s', (platform, engine) => {
+describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s, %s layout', (platform, engine, layout) => {
   let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
@@ -14,12 +14,12 @@ describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s', (platfo
   const newKey = () => `key-${platform}-${++keys}`;
   const runs = () => test.get(Runs);
   const statusesOf = async (prefix: string) =>
-    (await scanTable(client, tableName))
+    (await scanTable(client, tableName, scenario.layout))
       .filter(({ item }) => item.pk.startsWith(prefix))
       .map(({ item }) => item.status);
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform, { engine });
+    scenario = await startPaymentsScenario(platform, { engine, layout });
     ({ client, tableName, test } = scenario);
   });
   afterAll(() => scenario.stop());

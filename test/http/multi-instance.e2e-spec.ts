@@ -8,7 +8,7 @@ import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
  * Two app instances on one table (dynalite, and DynamoDB Local when it runs), as two processes would be: each has its own replay cache and
  * single-flight, so what they agree on is decided by DynamoDB's conditional writes alone.
  */
-describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s', (platform, engine) => {
+describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s, %s layout', (platform, engine, layout) => {
   let scenario: PaymentsScenario;
   let a: TestApp;
   let b: TestApp;
@@ -17,9 +17,9 @@ describe.each(PLATFORM_ENGINES)('two instances on one table, on %s, %s', (platfo
   const runsOf = (handler: string) => a.get(Runs).of(handler) + b.get(Runs).of(handler);
 
   beforeAll(async () => {
-    scenario = await startPaymentsScenario(platform, { engine });
+    scenario = await startPaymentsScenario(platform, { engine, layout });
     a = scenario.test;
-    b = await startApp(platform, paymentsModule(scenario.client, scenario.tableName));
+    b = await startApp(platform, paymentsModule(scenario.client, scenario.tableName, scenario.layout));
   });
   afterAll(async () => {
     await b.close();

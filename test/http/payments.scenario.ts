@@ -1,5 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { IdempotencyModuleOptions } from 'nestjs-dynamodb-idempotency';
+import { IdempotencyModuleOptions, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+import { LayoutName, LAYOUTS } from '../support/layouts';
 import { Platform, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { Engine, startStore } from '../support/engines';
@@ -12,6 +13,8 @@ export interface PaymentsScenario {
   /** A client straight to dynalite, for reading the table. */
   client: DynamoDBClient;
   tableName: string;
+  /** The table's layout (the default: `pk` alone). */
+  layout: TableLayoutOptions;
   test: TestApp;
   stop(): Promise<void>;
 }
@@ -23,18 +26,22 @@ export async function startPaymentsScenario(
     appEndpoint?: (dynamo: Dynalite) => Promise<string>;
     module?: IdempotencyModuleOptions;
     engine?: Engine;
+    /** The table's layout, by name (`test/support/layouts.ts`). */
+    layout?: LayoutName;
   } = {},
 ): Promise<PaymentsScenario> {
   const dynamo = await startStore(options.engine ?? 'dynalite');
   const client = localClient(dynamo.endpoint);
   const tableName = uniqueTableName();
-  await createIdempotencyTable(client, tableName);
+  const layout = LAYOUTS[options.layout ?? 'default'];
+  await createIdempotencyTable(client, tableName, layout);
   const appClient = options.appEndpoint ? localClient(await options.appEndpoint(dynamo)) : client;
-  const test = await startApp(platform, paymentsModule(appClient, tableName, options.module));
+  const test = await startApp(platform, paymentsModule(appClient, tableName, { ...layout, ...options.module }));
   return {
     dynamo,
     client,
     tableName,
+    layout,
     test,
     stop: async () => {
       await test.close();

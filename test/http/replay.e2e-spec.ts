@@ -7,7 +7,7 @@ import { scanTable } from '../support/table';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (platform, engine) => {
+describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s, %s layout', (platform, engine, layout) => {
   let scenario: PaymentsScenario;
   let client: DynamoDBClient;
   let tableName: string;
@@ -18,7 +18,7 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
 
   beforeAll(async () => {
     // No replay cache: every replay is decoded from the item dynalite returns.
-    scenario = await startPaymentsScenario(platform, { engine, module: { replayCache: { enabled: false } } });
+    scenario = await startPaymentsScenario(platform, { engine, layout, module: { replayCache: { enabled: false } } });
     ({ client, tableName, test } = scenario);
   });
   afterAll(() => scenario.stop());
@@ -47,7 +47,7 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
   it('stores a COMPLETED item with Number timestamps and no raw key', async () => {
     const key = newKey();
     await post(`${test.url}/payments`, { amount: 7 }, { 'Idempotency-Key': key });
-    const items = await scanTable(client, tableName);
+    const items = await scanTable(client, tableName, scenario.layout);
     const mine = items.filter(({ item }) => item.pk === recordKey('POST /payments', undefined, key));
     expect(mine).toHaveLength(1);
     const [{ raw, item }] = mine;
@@ -213,7 +213,7 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s', (plat
     expect(duplicate.status).toBe(409);
     expect(JSON.parse(duplicate.text)).toMatchObject({ type: ProblemType.responseNotStored, originalStatus: 201 });
     expect(runs().of('huge')).toBe(1);
-    const items = await scanTable(client, tableName);
+    const items = await scanTable(client, tableName, scenario.layout);
     expect(
       items.filter(({ item }) => item.pk.startsWith('POST /payments/huge#')).map(({ item }) => item.status),
     ).toEqual(['COMPLETED']);

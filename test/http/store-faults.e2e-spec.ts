@@ -5,7 +5,7 @@ import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
-describe.each(PLATFORM_ENGINES)('store faults on %s, %s', (platform, engine) => {
+describe.each(PLATFORM_ENGINES)('store faults on %s, %s, %s layout', (platform, engine, layout) => {
   let scenario: PaymentsScenario;
   let proxy: FaultProxy;
   let test: TestApp;
@@ -16,6 +16,7 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s', (platform, engine) => 
     // The replay cache would answer duplicates from memory; these tests are about what DynamoDB says.
     scenario = await startPaymentsScenario(platform, {
       engine,
+      layout,
       appEndpoint: async (dynamo) => {
         proxy = await startFaultProxy(dynamo.endpoint);
         return proxy.endpoint;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { gunzipSync } from 'node:zlib';
-import { DynamoDbIdempotencyRepository, ensureIdempotencyTable } from 'nestjs-dynamodb-idempotency';
+import { DynamoDbIdempotencyRepository, ensureIdempotencyTable, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
 import {
   describeRepositoryContract,
   InMemoryIdempotencyRepository,
@@ -18,15 +18,43 @@ describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotency
 
 const silent = { log: () => undefined, warn: () => undefined };
 
+/**
+ * A single-table layout as teams have them: generic PK/SK keys, a prefix marking the module's items, every record
+ * attribute renamed.
+ */
+export const SINGLE_TABLE: TableLayoutOptions = {
+  keySchema: { partitionKey: 'PK', sortKey: 'SK' },
+  keyPrefix: 'IDEMPOTENCY#',
+  attributeNames: {
+    status: 'st',
+    expires_at: 'ttl',
+    claim_token: 'owner',
+    fingerprint: 'fp',
+    response: 'data',
+    pending_since: 'since',
+    completed_at: 'done',
+  },
+};
+
+const LAYOUTS: [string, TableLayoutOptions][] = [
+  ['', {}],
+  [' single-table (PK/SK, prefix, renamed attributes)', SINGLE_TABLE],
+];
+
 /** A DynamoDB repository on its own table, reached through a fault proxy that can lose an answer. */
-function dynamoSubject(endpoint: () => string, proxies: FaultProxy[]) {
+function dynamoSubject(endpoint: () => string, proxies: FaultProxy[], layout: TableLayoutOptions = {}) {
   return async (clock: ManualClock) => {
     const tableName = uniqueTableName();
-    await ensureIdempotencyTable(localClient(endpoint()), tableName, silent);
+    await ensureIdempotencyTable(localClient(endpoint()), { tableName, ...layout }, silent);
     const proxy = await startFaultProxy(endpoint());
     proxies.push(proxy);
     return {
-      repository: new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName, clock }),
+      repository: new DynamoDbIdempotencyRepository({
+        client: localClient(proxy.endpoint),
+        tableName,
+        clock,
+        ...layout,
+      }),
       loseNextClaimAnswer: () => {
         proxy.dropAnswers = 1;
         proxy.dropAnswersOf = 'PutItem';
@@ -44,11 +72,13 @@ describeOnDynamoDbLocal('on DynamoDB Local', () => {
   afterAll(async () => {
     for (const proxy of proxies) await proxy.stop();
   });
-  describeRepositoryContract(
-    'DynamoDB Local',
-    dynamoSubject(() => endpoint, proxies),
-    { networked: true },
-  );
+  for (const [name, layout] of LAYOUTS) {
+    describeRepositoryContract(
+      `DynamoDB Local${name}`,
+      dynamoSubject(() => endpoint, proxies, layout),
+      { networked: true },
+    );
+  }
 });
 
 describe('on dynalite', () => {
@@ -63,11 +93,13 @@ describe('on dynalite', () => {
     await dynamo.stop();
   });
 
-  describeRepositoryContract(
-    'DynamoDB',
-    dynamoSubject(() => dynamo.endpoint, proxies),
-    { networked: true },
-  );
+  for (const [name, layout] of LAYOUTS) {
+    describeRepositoryContract(
+      `DynamoDB${name}`,
+      dynamoSubject(() => dynamo.endpoint, proxies, layout),
+      { networked: true },
+    );
+  }
 
   describe('the stored item', () => {
     const client = () => localClient(dynamo.endpoint);

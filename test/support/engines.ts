@@ -1,4 +1,5 @@
 import { Dynalite, startDynalite } from './dynalite';
+import { LayoutName } from './layouts';
 
 /**
  * The DynamoDB APIs the suites run on: dynalite (in-process, fast) always, AWS's DynamoDB Local too when the
@@ -19,9 +20,14 @@ export async function startStore(engine: Engine): Promise<Dynalite> {
   return { endpoint: dynamoDbLocalEndpoint, stop: async () => undefined };
 }
 
-/** Each platform on dynalite, and Express on DynamoDB Local when it runs: the core HTTP cases run on both engines. */
-export const PLATFORM_ENGINES: ['express' | 'fastify', Engine][] = [
-  ['express', 'dynalite'],
-  ['fastify', 'dynalite'],
-  ...(dynamoDbLocalEndpoint ? [['express', 'dynamodb-local'] as ['express', Engine]] : []),
+/**
+ * Where the core HTTP cases run: each platform on dynalite, Express on DynamoDB Local when it runs, and Express on the
+ * single-table layout (PK/SK, a key prefix, renamed attributes) on both engines.
+ */
+export const PLATFORM_ENGINES: ['express' | 'fastify', Engine, LayoutName][] = [
+  ['express', 'dynalite', 'default'],
+  ['fastify', 'dynalite', 'default'],
+  ...(dynamoDbLocalEndpoint ? [['express', 'dynamodb-local', 'default'] as ['express', Engine, LayoutName]] : []),
+  ['express', 'dynalite', 'single-table'],
+  ...(dynamoDbLocalEndpoint ? [['express', 'dynamodb-local', 'single-table'] as ['express', Engine, LayoutName]] : []),
 ];

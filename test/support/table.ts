@@ -1,15 +1,26 @@
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { ensureIdempotencyTable } from 'nestjs-dynamodb-idempotency';
+import { ensureIdempotencyTable, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+import { asDefaultLayout } from './layouts';
 
 const silent = { log: () => undefined, warn: () => undefined };
 
-export async function createIdempotencyTable(client: DynamoDBClient, tableName: string): Promise<void> {
-  await ensureIdempotencyTable(client, tableName, silent);
+export async function createIdempotencyTable(
+  client: DynamoDBClient,
+  tableName: string,
+  layout: TableLayoutOptions = {},
+): Promise<void> {
+  await ensureIdempotencyTable(client, { tableName, ...layout }, silent);
 }
 
-/** Every item of a table, as stored (attribute types checked through the raw `AttributeValue`s). */
-export async function scanTable(client: DynamoDBClient, tableName: string) {
+/**
+ * Every record of a table, as stored (attribute types checked through the raw `AttributeValue`s), named as the default
+ * layout names them whatever the table's layout (`asDefaultLayout`); other items of a shared table are left out.
+ */
+export async function scanTable(client: DynamoDBClient, tableName: string, layout: TableLayoutOptions = {}) {
   const { Items = [] } = await client.send(new ScanCommand({ TableName: tableName, ConsistentRead: true }));
-  return Items.map((raw) => ({ raw, item: unmarshall(raw) }));
+  return Items.flatMap((stored) => {
+    const raw = asDefaultLayout(stored, layout);
+    return raw ? [{ raw, item: unmarshall(raw) }] : [];
+  });
 }
