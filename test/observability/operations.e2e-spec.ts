@@ -5,7 +5,7 @@ import {
   IdempotencyHealthIndicator,
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
-import { runTableCli } from '../../libs/idempotency/src/cli/table-cli';
+import { runTableCli } from '../../libs/idempotency/src/cli/run-cli';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable } from '../support/table';
 

@@ -27,6 +27,8 @@ export interface FaultProxy {
   failNext?: { operation: string; count: number; type: string; fields?: Record<string, unknown> };
   /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
   operations: string[];
+  /** Runs before a request of `operation` is passed on (to change the table between a read and a write, say). */
+  before?: { operation: string; run(): Promise<void> };
   stop(): Promise<void>;
 }
 
@@ -39,12 +41,18 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     operations: [],
     stop: async () => undefined,
   };
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer(async (req, res) => {
     const operation =
       String(req.headers['x-amz-target'] ?? '')
         .split('.')
         .pop() ?? '';
     proxy.operations.push(operation);
+    if (proxy.before?.operation === operation) {
+      const { run } = proxy.before;
+      proxy.before = undefined;
+      req.pause(); // its body waits, buffered, for the pipe below
+      await run();
+    }
     if (proxy.mode === 'drop') return req.socket.destroy();
     if (proxy.mode === 'throttle' && Math.random() < proxy.throttleFraction) {
       res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });

@@ -9,7 +9,7 @@ import {
   ProblemType,
 } from 'nestjs-dynamodb-idempotency';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
-import { runTableCli } from '../../libs/idempotency/src/cli/table-cli';
+import { runTableCli } from '../../libs/idempotency/src/cli/run-cli';
 import { post, startApp, TestApp } from '../support/app';
 import { localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';

@@ -1,6 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
+import { IdempotencyAdmin } from './admin/idempotency-admin';
 import { CallDescriber } from './contexts/call-describer';
 import { GraphqlContextAdapter } from './contexts/graphql.context';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
@@ -60,6 +61,18 @@ import { StoreReadiness } from './startup/store-readiness';
           telemetry,
         }),
     },
+    {
+      provide: IdempotencyAdmin,
+      inject: [IdempotencyRepository, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyClock],
+      useFactory: (repository: IdempotencyRepository, resolved: ResolvedIdempotencyOptions, clock: IdempotencyClock) =>
+        new IdempotencyAdmin({
+          repository,
+          keyPrefix: resolved.layout.keyPrefix,
+          sortKey: resolved.layout.sortKey !== undefined,
+          clock,
+          sealer: resolved.sealer,
+        }),
+    },
     IdempotencyContext,
     CallTracking,
     StoreReadiness,
@@ -91,6 +104,7 @@ import { StoreReadiness } from './startup/store-readiness';
     RpcContextAdapter,
     GraphqlContextAdapter,
     CallDescriber,
+    IdempotencyAdmin,
   ],
 })
 export class IdempotencyModule extends ConfigurableIdempotencyModule {}

@@ -77,3 +77,7 @@ export {
   DEFAULT_TTL_SECONDS,
   REPLAYED_HEADER,
 } from './idempotency.constants';
+export { IdempotencyAdmin } from './admin/idempotency-admin';
+export type { AdminResult, IdempotencyAdminOptions, KeySelector, RecordReport } from './admin/idempotency-admin';
+export type { RemoveInput, RemoveResult } from './repository/idempotency.repository';
+export type { PartitionKeyValue } from './options/idempotency.options';

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import {
+  DeleteItemCommand,
   DynamoDBClient,
   GetItemCommand,
+  QueryCommand,
   PutItemCommand,
   ScanCommand,
   UpdateItemCommand,
@@ -23,6 +25,8 @@ import {
   IdempotencyRepository,
   RecordLocation,
   refusal,
+  RemoveInput,
+  RemoveResult,
   RenewInput,
   ScanInput,
   TransitionResult,
@@ -36,6 +40,8 @@ import {
   FAILURE,
   getRequest,
   guarded,
+  queryRequest,
+  removeRequest,
   RENEWAL,
   scanRequest,
   Transition,
@@ -139,17 +145,33 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return Item && recordFromItem(this.layout, Item);
   }
 
-  /** The module's records a page at a time (in a shared table, only its own). */
-  async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+  /** The module's records a page at a time (in a shared table, only its own); one partition's by a Query. */
+  async *scan({ pageSize, partition }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+    if (partition !== undefined && !this.layout.sortKey) {
+      throw new Error('records are listed by partition only in a table with a sort key (keySchema.sortKey)');
+    }
     let startKey: Record<string, never> | undefined;
     do {
-      const page = await this.calls.send(
-        'scan',
-        new ScanCommand(scanRequest(this.tableName, this.layout, pageSize, startKey)),
-      );
+      const page =
+        partition === undefined
+          ? await this.calls.send('scan', new ScanCommand(scanRequest(this.tableName, this.layout, pageSize, startKey)))
+          : await this.calls.send(
+              'query',
+              new QueryCommand(queryRequest(this.tableName, this.layout, partition, pageSize, startKey)),
+            );
       yield (page.Items ?? []).flatMap((item) => recordFromItem(this.layout, item) ?? []);
       startKey = page.LastEvaluatedKey as Record<string, never> | undefined;
     } while (startKey);
+  }
+
+  override async remove(input: RemoveInput): Promise<RemoveResult> {
+    try {
+      await this.calls.send('remove', new DeleteItemCommand(removeRequest(this.tableName, this.layout, input, input)));
+      return { removed: true };
+    } catch (error) {
+      if (!isConditionalCheckFailed(error)) throw error;
+      return { removed: false, current: await this.existingAfterFailedCondition(input, error) };
+    }
   }
 
   override supportsCommitWith(): Promise<boolean> {

@@ -98,6 +98,7 @@ export function recordFromItem(
     pendingSince: Number(read('pending_since')),
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
+    responseBytes: response === undefined ? undefined : encodedByteLength(response as string | Uint8Array),
   };
 }
 

@@ -1,5 +1,7 @@
 import {
+  DeleteItemCommandInput,
   GetItemCommandInput,
+  QueryCommandInput,
   PutItemCommandInput,
   ScanCommandInput,
   UpdateItemCommandInput,
@@ -144,5 +146,45 @@ export function scanRequest(
       ...(layout.keyPrefix ? { '#key': layout.recordKeyAttribute } : {}),
     },
     ...(layout.keyPrefix ? { ExpressionAttributeValues: { ':prefix': { S: layout.keyPrefix } } } : {}),
+  };
+}
+
+/** One page of one partition's records (a sort-key layout): a Query, under the key prefix, without responses. */
+export function queryRequest(
+  tableName: string,
+  layout: TableLayout,
+  partition: string,
+  pageSize: number,
+  startKey?: QueryCommandInput['ExclusiveStartKey'],
+): QueryCommandInput {
+  const condition = '#pk = :partition AND begins_with(#sk, :prefix)';
+  const projection = `${STATE}, #sk`;
+  return {
+    TableName: tableName,
+    Limit: pageSize,
+    ExclusiveStartKey: startKey,
+    KeyConditionExpression: condition,
+    ProjectionExpression: projection,
+    ExpressionAttributeNames: names(layout, condition, projection),
+    ExpressionAttributeValues: attributeValues({ ':partition': partition, ':prefix': layout.keyPrefix }),
+    ConsistentRead: true,
+  };
+}
+
+/** An operator's removal: only while the record has the status and claim token it was read with. */
+export function removeRequest(
+  tableName: string,
+  layout: TableLayout,
+  location: RecordLocation,
+  read: { claimToken: string; status: string },
+): DeleteItemCommandInput {
+  const condition = '#status = :status AND #token = :token';
+  return {
+    TableName: tableName,
+    Key: layout.itemKey(location.key, location.partition),
+    ConditionExpression: condition,
+    ExpressionAttributeNames: names(layout, condition),
+    ExpressionAttributeValues: attributeValues({ ':status': read.status, ':token': read.claimToken }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

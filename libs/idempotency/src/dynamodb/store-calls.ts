@@ -1,4 +1,11 @@
-import { GetItemCommand, PutItemCommand, ScanCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry, StoreOperation } from '../observability/idempotency.telemetry';
@@ -34,7 +41,14 @@ export class StoreCalls {
 
   async send(
     operation: StoreOperation,
-    command: PutItemCommand | UpdateItemCommand | GetItemCommand | ScanCommand | TransactWriteCommand,
+    command:
+      | PutItemCommand
+      | UpdateItemCommand
+      | GetItemCommand
+      | ScanCommand
+      | QueryCommand
+      | DeleteItemCommand
+      | TransactWriteCommand,
   ): Promise<CallOutput> {
     const started = performance.now();
     let result = 'ok';

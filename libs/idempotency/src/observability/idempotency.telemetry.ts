@@ -3,7 +3,7 @@ import type { RequestOutcome } from '../errors/outcomes';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
-export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan';
+export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan' | 'query' | 'remove';
 
 /** The reconciler's last findings for one table. */
 export interface SweepFindings {

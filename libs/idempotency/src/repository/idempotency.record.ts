@@ -67,6 +67,8 @@ export interface IdempotencyRecord {
   /** Epoch seconds. */
   completedAt?: number;
   response?: StoredResponse;
+  /** The stored response's size in the store, in bytes (compressed or sealed as stored), when it was read. */
+  responseBytes?: number;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { CommitWrite } from './commit-write';
-import { IdempotencyRecord, StoredResponse } from './idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
 
 /**
  * Where a record is: its key, and in a table with a sort key the partition it is in (the call's scope). Every input
@@ -53,7 +53,20 @@ export type GetInput = RecordLocation;
 export interface ScanInput {
   /** Records per page (one DynamoDB Scan request). */
   pageSize: number;
+  /** Only the records of this partition (a sort-key layout: one DynamoDB Query instead of a Scan). */
+  partition?: string;
 }
+
+/** Removing a record, only in the state it was read in (an operator's release or purge). */
+export interface RemoveInput extends RecordLocation {
+  /** The claim token read: nothing is removed if another claim owns the record now. */
+  claimToken: string;
+  /** The status read: nothing is removed if it changed. */
+  status: IdempotencyStatus;
+}
+
+/** Removed, or not because the record is gone or is no longer as it was read (`current`). */
+export type RemoveResult = { removed: true } | { removed: false; current?: IdempotencyRecord };
 
 /**
  * The outcome of a guarded transition (complete, fail or renew). `expiresAt` is the `expires_at` that was written.
@@ -123,6 +136,14 @@ export abstract class IdempotencyRepository {
    */
   async checkReady(): Promise<void> {}
 
-  /** Every record, a page at a time, without the stored responses: for the reconciler. */
+  /** Every record (or one partition's), a page at a time, without the stored responses: for the reconciler and listings. */
   abstract scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]>;
+
+  /**
+   * Removes a record, conditioned on the claim token and status it was read with: the operator's release of a stuck
+   * key or purge of a completed one (`IdempotencyAdmin`). Stores that cannot remove say so.
+   */
+  async remove(_input: RemoveInput): Promise<RemoveResult> {
+    throw new Error(`${this.constructor.name} cannot remove records`);
+  }
 }

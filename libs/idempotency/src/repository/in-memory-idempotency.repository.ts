@@ -11,6 +11,8 @@ import {
   GetInput,
   IdempotencyRepository,
   refusal,
+  RemoveInput,
+  RemoveResult,
   RenewInput,
   ScanInput,
   TransitionResult,
@@ -64,14 +66,22 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return this.records.size;
   }
 
-  async claim({ key, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
+  async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = randomUUID();
-    this.write({ key, status: 'PENDING', expiresAt: now + leaseSeconds, claimToken, fingerprint, pendingSince: now });
+    const record: StoredRecord = {
+      key,
+      status: 'PENDING',
+      expiresAt: now + leaseSeconds,
+      claimToken,
+      fingerprint,
+      pendingSince: now,
+    };
+    this.write(partition === undefined ? record : { ...record, partition });
     return { claimed: true, claimToken };
   }
 
@@ -112,6 +122,15 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
+  override async remove({ key, claimToken, status }: RemoveInput): Promise<RemoveResult> {
+    const record = this.records.get(key);
+    if (!record || record.claimToken !== claimToken || record.status !== status) {
+      return { removed: false, current: record && readRecord(record) };
+    }
+    this.records.delete(key);
+    return { removed: true };
+  }
+
   private transition(key: string, claimToken: string, next: (record: StoredRecord) => StoredRecord): TransitionResult {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
@@ -147,5 +166,6 @@ type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
 
 /** A copy of a kept record, its response parsed (the other fields are primitives). */
 function readRecord({ response, ...record }: StoredRecord): IdempotencyRecord {
-  return response === undefined ? { ...record } : { ...record, response: JSON.parse(response) };
+  if (response === undefined) return { ...record };
+  return { ...record, response: JSON.parse(response), responseBytes: Buffer.byteLength(response) };
 }

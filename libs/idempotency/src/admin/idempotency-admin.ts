@@ -1,0 +1,214 @@
+import { IdempotencyClock, SystemClock } from '../idempotency.clock';
+import { recordKey, scopePartition } from '../keys/record-key';
+import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
+import { ResponseSealer } from '../response/response-sealing';
+
+/**
+ * Which record an operator means: the operation and the client's key as the module derives its record key (a route as
+ * `POST /orders`, with its API `version`; or a route's stable `name`; or `fn charge-card` for `execute`), with the
+ * caller's `scope`; or the record key as stored. `partition` overrides the partition of a sort-key layout.
+ */
+export interface KeySelector {
+  route?: string;
+  version?: string;
+  name?: string;
+  key?: string;
+  scope?: string;
+  recordKey?: string;
+  partition?: string;
+}
+
+/** A record's state as an operator reads it: times as epoch seconds and ISO text, never the body unless asked. */
+export interface RecordReport extends RecordLocation {
+  status: IdempotencyStatus;
+  claimToken: string;
+  fingerprint: string;
+  pendingSince: string;
+  expiresAt: string;
+  /** Seconds until `expiresAt` (negative once past). */
+  expiresInSeconds: number;
+  completedAt?: string;
+  /** The stored answer's status, and its size as stored (bytes); whether it is sealed (`encryption`). */
+  storedStatus?: number;
+  storedBytes?: number;
+  sealed: boolean;
+  /** Only with `showBody`, and only what the configured encryption keys can open. */
+  body?: unknown;
+}
+
+/** What an operator's release or purge did, and what the record was. */
+export type AdminResult =
+  | { done: true; record: RecordReport; note: string }
+  | {
+      done: false;
+      reason: 'not_found' | 'completed' | 'not_completed' | 'changed';
+      record?: RecordReport;
+      note: string;
+    };
+
+export interface IdempotencyAdminOptions {
+  repository: IdempotencyRepository;
+  /** The key prefix and whether the table has a sort key: how partitions are derived. */
+  keyPrefix?: string;
+  sortKey?: boolean;
+  clock?: IdempotencyClock;
+  /** Opens sealed answers for `showBody`. */
+  sealer?: ResponseSealer;
+}
+
+/**
+ * An operator's commands for one key, behind the CLI's `keys:*` and available to inject for an app's own ops
+ * endpoints (none is mounted): find a key's record, read it, release a stuck one, purge a completed one, list them.
+ * Every change is conditioned on the record as it was read: an owner that changed meanwhile is never overridden.
+ */
+export class IdempotencyAdmin {
+  private readonly repository: IdempotencyRepository;
+  private readonly keyPrefix: string;
+  private readonly sortKey: boolean;
+  private readonly clock: IdempotencyClock;
+  private readonly sealer?: ResponseSealer;
+
+  constructor({
+    repository,
+    keyPrefix = '',
+    sortKey = false,
+    clock = new SystemClock(),
+    sealer,
+  }: IdempotencyAdminOptions) {
+    this.repository = repository;
+    this.keyPrefix = keyPrefix;
+    this.sortKey = sortKey;
+    this.clock = clock;
+    this.sealer = sealer;
+  }
+
+  /** The record key and partition of a selector, exactly as the module derives them. */
+  locate(selector: KeySelector): RecordLocation {
+    const partition = this.sortKey ? (selector.partition ?? scopePartition(this.keyPrefix, selector.scope)) : undefined;
+    if (selector.recordKey) return { key: selector.recordKey, partition };
+    const operation =
+      selector.name ?? (selector.version ? `${selector.route} version=${selector.version}` : selector.route);
+    if (!operation || selector.key === undefined) {
+      throw new TypeError('a key is located by --route (or --name) and --key, or by --record-key');
+    }
+    return { key: recordKey(operation, selector.scope, selector.key), partition };
+  }
+
+  /** The record's state, or undefined when there is none. */
+  async inspect(
+    selector: KeySelector,
+    { showBody = false }: { showBody?: boolean } = {},
+  ): Promise<RecordReport | undefined> {
+    const record = await this.repository.get(this.locate(selector));
+    return record && this.report(record, showBody);
+  }
+
+  /**
+   * Removes a PENDING or FAILED record so the key can be claimed at once (a COMPLETED one only with `force`), on the
+   * condition that its claim token is still the one just read. A running owner's completion is then refused.
+   */
+  async release(selector: KeySelector, { force = false }: { force?: boolean } = {}): Promise<AdminResult> {
+    const record = await this.repository.get(this.locate(selector));
+    if (!record) return { done: false, reason: 'not_found', note: 'no record for this key' };
+    if (record.status === 'COMPLETED' && !force) {
+      const note = 'the key is COMPLETED: its answer is replayed. Use keys:purge to forget it, or --force';
+      return { done: false, reason: 'completed', record: this.report(record), note };
+    }
+    const note =
+      record.status === 'PENDING'
+        ? 'released: the next request runs the handler. If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer'
+        : 'released: the next request runs the handler';
+    return this.remove(record, note);
+  }
+
+  /** Removes a COMPLETED record: the next request with the key runs the handler again. */
+  async purge(selector: KeySelector): Promise<AdminResult> {
+    const record = await this.repository.get(this.locate(selector));
+    if (!record) return { done: false, reason: 'not_found', note: 'no record for this key' };
+    if (record.status !== 'COMPLETED') {
+      const note = `the key is ${record.status}, not COMPLETED: use keys:release`;
+      return { done: false, reason: 'not_completed', record: this.report(record), note };
+    }
+    return this.remove(record, 'purged: the next request with this key runs the handler again');
+  }
+
+  /** The records (one scope's, with a sort-key layout), filtered by status and by age since their claim. */
+  async *list({
+    status,
+    olderThanSeconds = 0,
+    scope,
+    pageSize = 100,
+  }: {
+    status?: IdempotencyStatus;
+    olderThanSeconds?: number;
+    scope?: string;
+    pageSize?: number;
+  } = {}): AsyncIterable<RecordReport> {
+    if (scope !== undefined && !this.sortKey) {
+      throw new TypeError(
+        'records are listed by scope only in a table with a sort key: the record key hashes scope and key together',
+      );
+    }
+    const partition = scope === undefined ? undefined : scopePartition(this.keyPrefix, scope);
+    const now = this.clock.nowSeconds();
+    for await (const page of this.repository.scan({ pageSize, partition })) {
+      for (const record of page) {
+        if (status && record.status !== status) continue;
+        if (now - record.pendingSince < olderThanSeconds) continue;
+        yield this.report(record);
+      }
+    }
+  }
+
+  private async remove(record: IdempotencyRecord, note: string): Promise<AdminResult> {
+    const removed = await this.repository.remove({
+      key: record.key,
+      partition: record.partition,
+      claimToken: record.claimToken,
+      status: record.status,
+    });
+    if (removed.removed) return { done: true, record: this.report(record), note };
+    const current = removed.current && this.report(removed.current);
+    const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
+    return { done: false, reason: 'changed', record: current, note: changed };
+  }
+
+  private report(record: IdempotencyRecord, showBody = false): RecordReport {
+    const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+    const response: StoredResponse | undefined = record.response;
+    const report: RecordReport = {
+      key: record.key,
+      ...(record.partition === undefined ? {} : { partition: record.partition }),
+      status: record.status,
+      claimToken: record.claimToken,
+      fingerprint: record.fingerprint,
+      pendingSince: iso(record.pendingSince),
+      expiresAt: iso(record.expiresAt),
+      expiresInSeconds: record.expiresAt - this.clock.nowSeconds(),
+      ...(record.completedAt === undefined ? {} : { completedAt: iso(record.completedAt) }),
+      ...(response ? { storedStatus: response.statusCode } : {}),
+      ...(record.responseBytes === undefined ? {} : { storedBytes: record.responseBytes }),
+      sealed: response?.sealed !== undefined,
+    };
+    if (showBody && response) report.body = this.opened(record.key, response);
+    return report;
+  }
+
+  /** The stored body, opened when sealed; what the configured keys cannot open is said, not shown. */
+  private opened(key: string, response: StoredResponse): unknown {
+    let stored = response;
+    if (response.sealed !== undefined) {
+      if (!this.sealer) return '(sealed: give the encryption keys to open it)';
+      try {
+        stored = this.sealer.open(key, response);
+      } catch (error) {
+        return `(sealed: the configured keys cannot open it: ${(error as Error).message})`;
+      }
+    }
+    if (stored.bodyOmitted) return '(not stored: too large, or not JSON)';
+    return stored.bodyBase64 !== undefined
+      ? { base64: stored.bodyBase64, type: stored.bodyType ?? 'Buffer' }
+      : stored.body;
+  }
+}

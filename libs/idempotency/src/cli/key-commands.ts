@@ -1,0 +1,180 @@
+import { AdminResult, IdempotencyAdmin, KeySelector, RecordReport } from '../admin/idempotency-admin';
+import { DynamoDbIdempotencyRepository } from '../dynamodb/dynamodb-idempotency.repository';
+import { TableLayout } from '../dynamodb/table-layout';
+import { IdempotencyStatus } from '../repository/idempotency.record';
+import { CliCommand, CliContext, durationSeconds, sealerOf, UsageError } from './cli-context';
+
+const SELECTOR_FLAGS = {
+  route: { type: 'string' },
+  key: { type: 'string' },
+  scope: { type: 'string' },
+  version: { type: 'string' },
+  name: { type: 'string' },
+  'record-key': { type: 'string' },
+  partition: { type: 'string' },
+} as const;
+
+const SELECTOR_USAGE = `--route 'POST /orders' --key <client key> [--scope <scope>] [--version <v>] | --name <operation> --key <client key> [--scope] | --record-key <key> [--partition <value>]`;
+
+export const KEY_COMMANDS = {
+  'keys:locate': {
+    summary:
+      'print the record key of a client key exactly as the module derives it (and its item key, and how to read it)',
+    usage: `keys:locate ${SELECTOR_USAGE} [flags]`,
+    flags: SELECTOR_FLAGS,
+    run: locate,
+  },
+  'keys:inspect': {
+    summary: 'print a record: status, times, fingerprint, the stored status and size, whether sealed; exit 1 if absent',
+    usage: `keys:inspect ${SELECTOR_USAGE} [--show-body] [flags]`,
+    flags: { ...SELECTOR_FLAGS, 'show-body': { type: 'boolean' } },
+    run: inspect,
+  },
+  'keys:release': {
+    summary:
+      'remove a PENDING or FAILED record (conditioned on the claim token just read), so the key runs again; COMPLETED needs --force',
+    usage: `keys:release ${SELECTOR_USAGE} [--force] [flags]`,
+    flags: { ...SELECTOR_FLAGS, force: { type: 'boolean' } },
+    run: release,
+  },
+  'keys:purge': {
+    summary:
+      'remove a COMPLETED record: the next request with the key runs the handler again (asks on a terminal; --yes otherwise)',
+    usage: `keys:purge ${SELECTOR_USAGE} [--yes] [flags]`,
+    flags: { ...SELECTOR_FLAGS, yes: { type: 'boolean' } },
+    run: purge,
+  },
+  'keys:list': {
+    summary: 'list records, one line each (a Query per scope with a sort key, else a Scan); exit 1 when none',
+    usage: 'keys:list [--status PENDING|COMPLETED|FAILED] [--older-than 90s] [--scope <scope>] [flags]',
+    flags: { status: { type: 'string' }, 'older-than': { type: 'string' }, scope: { type: 'string' } },
+    run: list,
+  },
+} satisfies Record<string, CliCommand>;
+
+function adminOf(context: CliContext): IdempotencyAdmin {
+  const layout = new TableLayout(context.layout);
+  const repository = new DynamoDbIdempotencyRepository({
+    client: context.client,
+    tableName: context.tableName,
+    ...context.layout,
+  });
+  return new IdempotencyAdmin({
+    repository,
+    keyPrefix: layout.keyPrefix,
+    sortKey: !!layout.sortKey,
+    sealer: sealerOf(context),
+  });
+}
+
+function selectorOf({ values }: CliContext): KeySelector {
+  const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  const selector: KeySelector = {
+    route: text('route'),
+    key: text('key'),
+    scope: text('scope'),
+    version: text('version'),
+    name: text('name'),
+    recordKey: text('record-key'),
+    partition: text('partition'),
+  };
+  const byKey = (selector.route || selector.name) && selector.key !== undefined;
+  if (!byKey && !selector.recordKey) throw new UsageError(`a key is selected by ${SELECTOR_USAGE}`);
+  return selector;
+}
+
+async function locate(context: CliContext): Promise<number> {
+  const location = adminOf(context).locate(selectorOf(context));
+  const itemKey = new TableLayout(context.layout).itemKey(location.key, location.partition);
+  const get = `aws dynamodb get-item --table-name ${context.tableName} --consistent-read --key '${JSON.stringify(itemKey)}'`;
+  context.print({ ...location, itemKey }, [
+    `record key: ${location.key}`,
+    ...(location.partition === undefined ? [] : [`partition: ${location.partition}`]),
+    `item key: ${JSON.stringify(itemKey)}`,
+    `read it: ${get}`,
+  ]);
+  return 0;
+}
+
+async function inspect(context: CliContext): Promise<number> {
+  const report = await adminOf(context).inspect(selectorOf(context), {
+    showBody: context.values['show-body'] === true,
+  });
+  if (!report) {
+    context.print({ found: false }, ['no record for this key']);
+    return 1;
+  }
+  context.print(report, reportLines(report));
+  return 0;
+}
+
+async function release(context: CliContext): Promise<number> {
+  return printResult(
+    context,
+    await adminOf(context).release(selectorOf(context), { force: context.values.force === true }),
+  );
+}
+
+async function purge(context: CliContext): Promise<number> {
+  const selector = selectorOf(context);
+  if (context.values.yes !== true) {
+    if (!context.out.confirm) throw new UsageError('keys:purge needs --yes when it cannot ask (not on a terminal)');
+    const question = 'Purge this COMPLETED record? The next request with its key runs the handler again. [y/N] ';
+    if (!(await context.out.confirm(question))) {
+      context.print({ done: false, reason: 'declined' }, ['nothing was done']);
+      return 1;
+    }
+  }
+  return printResult(context, await adminOf(context).purge(selector));
+}
+
+async function list(context: CliContext): Promise<number> {
+  const status = context.values.status as string | undefined;
+  if (status !== undefined && !['PENDING', 'COMPLETED', 'FAILED'].includes(status)) {
+    throw new UsageError(`--status is PENDING, COMPLETED or FAILED, got ${status}`);
+  }
+  const olderThan = context.values['older-than'];
+  const filter = {
+    status: status as IdempotencyStatus | undefined,
+    olderThanSeconds: typeof olderThan === 'string' ? durationSeconds(olderThan, '--older-than') : 0,
+    scope: context.values.scope as string | undefined,
+  };
+  const records: RecordReport[] = [];
+  try {
+    for await (const record of adminOf(context).list(filter)) records.push(record);
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(error.message);
+    throw error;
+  }
+  context.print(
+    records,
+    records.map(
+      (record) =>
+        `${record.status.padEnd(9)} ${record.key}${record.partition ? `  partition ${record.partition}` : ''}  since ${record.pendingSince}  expires ${record.expiresAt}`,
+    ),
+  );
+  return records.length > 0 ? 0 : 1;
+}
+
+function printResult(context: CliContext, result: AdminResult): number {
+  context.print(result, [result.note, ...(result.record ? reportLines(result.record) : [])]);
+  return result.done ? 0 : 1;
+}
+
+function reportLines(report: RecordReport): string[] {
+  return [
+    `record key: ${report.key}`,
+    ...(report.partition === undefined ? [] : [`partition: ${report.partition}`]),
+    `status: ${report.status}`,
+    `pending since: ${report.pendingSince}`,
+    `expires at: ${report.expiresAt} (${report.expiresInSeconds >= 0 ? `in ${report.expiresInSeconds} s` : `${-report.expiresInSeconds} s ago`})`,
+    ...(report.completedAt ? [`completed at: ${report.completedAt}`] : []),
+    `fingerprint: ${report.fingerprint}`,
+    `claim token: ${report.claimToken}`,
+    ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
+    ...(report.storedBytes === undefined
+      ? []
+      : [`stored size: ${report.storedBytes} bytes${report.sealed ? ', sealed' : ''}`]),
+    ...(report.body === undefined ? [] : [`body: ${JSON.stringify(report.body)}`]),
+  ];
+}
