@@ -3,7 +3,8 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { configFromEnv } from '../../apps/orders-api/src/config';
 import { RunningOrdersApi, startOrdersApi } from '../../apps/orders-api/src/orders-api';
 import { post } from '../support/app';
-import { Dynalite, localClient, startDynalite } from '../support/dynalite';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 
 const order = { item: 'book', quantity: 2 };
 
@@ -128,6 +129,63 @@ describe('orders-api demo', () => {
       expect(Items.map((item) => unmarshall(item).id)).toEqual([JSON.parse(first.text).id]);
       const keys = await client.send(new ScanCommand({ TableName: 'shared_keys' }));
       expect(keys.Items?.map((item) => item.status.S)).toEqual(['COMPLETED']);
+    });
+  });
+
+  // DynamoDB Local: its transactions commit each order with its key (commitWith), both items in the one table.
+  describeOnDynamoDbLocal('one table for orders and keys (IDEMPOTENCY_PARTITION_KEY, _SORT_KEY, _KEY_PREFIX)', () => {
+    const table = uniqueTableName('single');
+    let api: RunningOrdersApi;
+    let client: DynamoDBClient;
+    beforeAll(async () => {
+      const { endpoint } = await startStore('dynamodb-local');
+      client = localClient(endpoint);
+      const env = {
+        PORT: '0',
+        DYNAMODB_ENDPOINT: endpoint,
+        IDEMPOTENCY_TABLE: table,
+        IDEMPOTENCY_PARTITION_KEY: 'PK',
+        IDEMPOTENCY_SORT_KEY: 'SK',
+        IDEMPOTENCY_KEY_PREFIX: 'IDEMPOTENCY#',
+      };
+      api = await startOrdersApi(configFromEnv(env), { logger: false });
+    }, 60_000);
+    afterAll(() => api.close());
+
+    it('keeps each order beside its key, replays it, and lists orders only', async () => {
+      const first = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'single-a' });
+      const again = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'single-a' });
+      expect(first.status).toBe(201);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      const created = JSON.parse(first.text);
+
+      const { Items = [] } = await client.send(new ScanCommand({ TableName: table, ConsistentRead: true }));
+      const items = Items.map((item) => unmarshall(item));
+      expect(items).toHaveLength(2);
+      expect(items).toContainEqual({
+        PK: `ORDER#${created.id}`,
+        SK: `ORDER#${created.id}`,
+        entity: 'order',
+        ...created,
+      });
+      const record = items.find((item) => item.SK.startsWith('IDEMPOTENCY#'));
+      expect(record).toMatchObject({ PK: expect.stringMatching(/^IDEMPOTENCY#/), status: 'COMPLETED' });
+      expect(record!.expires_at).toEqual(expect.any(Number));
+
+      expect(await (await fetch(`${api.url}/orders`)).json()).toEqual([created]);
+      expect(await (await fetch(`${api.url}/orders/${created.id}`)).json()).toEqual(created);
+    });
+
+    it('sets the table up with the configured keys and TTL on expires_at', async () => {
+      const { DescribeTableCommand, DescribeTimeToLiveCommand } = await import('@aws-sdk/client-dynamodb');
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: table }));
+      expect(Table?.KeySchema).toEqual([
+        { AttributeName: 'PK', KeyType: 'HASH' },
+        { AttributeName: 'SK', KeyType: 'RANGE' },
+      ]);
+      const ttl = await client.send(new DescribeTimeToLiveCommand({ TableName: table }));
+      expect(ttl.TimeToLiveDescription).toMatchObject({ AttributeName: 'expires_at', TimeToLiveStatus: 'ENABLED' });
     });
   });
 });

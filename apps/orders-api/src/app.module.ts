@@ -39,6 +39,7 @@ export class AppModule {
           useFactory: (settings: OrdersApiConfig, dynamo: DynamoDBClient) => ({
             client: dynamo,
             tableName: settings.idempotencyTable,
+            ...settings.idempotencyLayout,
             ttlSeconds: settings.idempotencyTtlSeconds,
             pendingTtlSeconds: settings.idempotencyPendingTtlSeconds,
             reconcileIntervalSeconds: settings.reconcileIntervalSeconds,

@@ -1,4 +1,6 @@
-/** The demo's settings, all from the environment (see the README). */
+import type { TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+
+/** The demo's settings, all from the environment (see docs/demo.md). */
 export interface OrdersApiConfig {
   /** The HTTP platform (PLATFORM, default `express`). */
   platform: 'express' | 'fastify';
@@ -9,6 +11,12 @@ export interface OrdersApiConfig {
   dynamoEndpoint?: string;
   region: string;
   idempotencyTable: string;
+  /**
+   * The idempotency table's keys (IDEMPOTENCY_PARTITION_KEY, IDEMPOTENCY_SORT_KEY, IDEMPOTENCY_KEY_PREFIX); unset: the
+   * module's own layout (`pk` alone).
+   */
+  idempotencyLayout: TableLayoutOptions;
+  /** ORDERS_TABLE; with a layout of its own, the idempotency table by default: one table for both (single-table). */
   ordersTable: string;
   idempotencyTtlSeconds?: number;
   idempotencyPendingTtlSeconds?: number;
@@ -30,14 +38,17 @@ export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
 
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiConfig {
   const port = integer(env, 'PORT', 0) ?? 3000;
+  const idempotencyTable = env.IDEMPOTENCY_TABLE || 'idempotency_keys';
+  const idempotencyLayout = layoutFromEnv(env);
   return {
     platform: oneOf(env, 'PLATFORM', ['express', 'fastify'] as const),
     port,
     microservicePort: integer(env, 'MICROSERVICE_PORT', 0) ?? (port === 0 ? 0 : port + 1000),
     dynamoEndpoint: env.DYNAMODB_ENDPOINT || undefined,
     region: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
-    idempotencyTable: env.IDEMPOTENCY_TABLE || 'idempotency_keys',
-    ordersTable: env.ORDERS_TABLE || 'orders',
+    idempotencyTable,
+    idempotencyLayout,
+    ordersTable: env.ORDERS_TABLE || (idempotencyLayout.keySchema ? idempotencyTable : 'orders'),
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 1),
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
@@ -46,6 +57,16 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),
     benchTrackCalls: flag(env, 'BENCH_TRACK_CALLS', false),
+  };
+}
+
+function layoutFromEnv(env: NodeJS.ProcessEnv): TableLayoutOptions {
+  const partitionKey = env.IDEMPOTENCY_PARTITION_KEY || undefined;
+  const sortKey = env.IDEMPOTENCY_SORT_KEY || undefined;
+  if (sortKey && !partitionKey) throw new Error('IDEMPOTENCY_SORT_KEY needs IDEMPOTENCY_PARTITION_KEY');
+  return {
+    ...(partitionKey ? { keySchema: { partitionKey, ...(sortKey ? { sortKey } : {}) } } : {}),
+    ...(env.IDEMPOTENCY_KEY_PREFIX ? { keyPrefix: env.IDEMPOTENCY_KEY_PREFIX } : {}),
   };
 }
 

@@ -38,14 +38,15 @@ export async function startOrdersApi(
   }
   const client = createDynamoClient(config, dynamo.endpoint);
   if (config.benchRoutes) countDynamoCalls(client);
-  await ensureIdempotencyTable(client, config.idempotencyTable);
+  await ensureIdempotencyTable(client, { tableName: config.idempotencyTable, ...config.idempotencyLayout });
   const tableWithId = (TableName: string) => ({
     TableName,
     AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
     KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
     BillingMode: 'PAY_PER_REQUEST' as const,
   });
-  await ensureTable(client, tableWithId(config.ordersTable));
+  // Single-table: the orders live beside the idempotency records, under that table's keys.
+  if (config.ordersTable !== config.idempotencyTable) await ensureTable(client, tableWithId(config.ordersTable));
   if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
 
   const adapter = config.platform === 'fastify' ? new FastifyAdapter() : new ExpressAdapter();

@@ -12,7 +12,9 @@ import { createDynamoClient } from './dynamodb';
 async function main(): Promise<void> {
   const config = configFromEnv();
   const client = createDynamoClient(config, config.dynamoEndpoint);
-  @Module({ imports: [IdempotencyModule.forRoot({ client, tableName: config.idempotencyTable })] })
+  @Module({
+    imports: [IdempotencyModule.forRoot({ client, tableName: config.idempotencyTable, ...config.idempotencyLayout })],
+  })
   class ReconcileModule {}
 
   const context = await NestFactory.createApplicationContext(ReconcileModule, { logger: ['error', 'warn', 'log'] });

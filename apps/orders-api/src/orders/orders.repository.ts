@@ -4,12 +4,13 @@ import { Inject, Injectable, ServiceUnavailableException } from '@nestjs/common'
 import { IdempotencyContext } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { Order } from './order';
+import { OrderItems } from './order-items';
 
-/** The `orders` table: `id` (S) as the hash key. */
+/** The orders: in a table of their own (`id` as the hash key) or beside the idempotency records (see OrderItems). */
 @Injectable()
 export class OrdersRepository {
   private readonly documents: DynamoDBDocumentClient;
-  private readonly tableName: string;
+  private readonly items: OrderItems;
   /** The in-memory idempotency store (IDEMPOTENCY_STORE=memory) records commitWith writes without applying them. */
   private readonly commitsWithKey: boolean;
 
@@ -19,7 +20,7 @@ export class OrdersRepository {
     private readonly idempotency: IdempotencyContext,
   ) {
     this.documents = DynamoDBDocumentClient.from(client);
-    this.tableName = config.ordersTable;
+    this.items = new OrderItems(config);
     this.commitsWithKey = config.idempotencyStore === 'dynamodb';
   }
 
@@ -29,7 +30,7 @@ export class OrdersRepository {
    * transactions) it is written now.
    */
   async put(order: Order): Promise<void> {
-    const put = { TableName: this.tableName, Item: order, ConditionExpression: 'attribute_not_exists(id)' };
+    const put = { TableName: this.items.tableName, Item: this.items.item(order), ...this.items.condition(false) };
     if (this.commitsWithKey && this.idempotency.canCommitWith) return this.idempotency.commitWith({ Put: put });
     await this.send(new PutCommand(put));
   }
@@ -38,18 +39,20 @@ export class OrdersRepository {
   async recordPayment(id: string, amount: number): Promise<void> {
     await this.send(
       new UpdateCommand({
-        TableName: this.tableName,
-        Key: { id },
+        TableName: this.items.tableName,
+        Key: this.items.key(id),
         UpdateExpression: 'SET paidAt = :now ADD payments :one, paidTotal :amount',
-        ConditionExpression: 'attribute_exists(id)',
+        ...this.items.condition(true),
         ExpressionAttributeValues: { ':now': new Date().toISOString(), ':one': 1, ':amount': amount },
       }),
     );
   }
 
   async get(id: string): Promise<Order | undefined> {
-    const { Item } = await this.send(new GetCommand({ TableName: this.tableName, Key: { id }, ConsistentRead: true }));
-    return Item as unknown as Order | undefined;
+    const { Item } = await this.send(
+      new GetCommand({ TableName: this.items.tableName, Key: this.items.key(id), ConsistentRead: true }),
+    );
+    return Item && this.items.order(Item);
   }
 
   async all(): Promise<Order[]> {
@@ -57,9 +60,14 @@ export class OrdersRepository {
     let ExclusiveStartKey: Record<string, unknown> | undefined;
     do {
       const page = await this.send(
-        new ScanCommand({ TableName: this.tableName, ConsistentRead: true, ExclusiveStartKey }),
+        new ScanCommand({
+          TableName: this.items.tableName,
+          ConsistentRead: true,
+          ExclusiveStartKey,
+          ...this.items.listFilter(),
+        }),
       );
-      orders.push(...((page.Items ?? []) as unknown as Order[]));
+      orders.push(...(page.Items ?? []).map((item) => this.items.order(item)));
       ExclusiveStartKey = page.LastEvaluatedKey;
     } while (ExclusiveStartKey);
     return orders.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));

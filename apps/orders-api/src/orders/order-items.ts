@@ -1,0 +1,50 @@
+import { OrdersApiConfig } from '../config';
+import { Order } from './order';
+
+/** The prefix of an order's keys in a table it shares with the idempotency records. */
+const ORDER_PREFIX = 'ORDER#';
+
+/**
+ * How an order is stored. In a table of its own, as itself, keyed by `id`. In the idempotency table (single-table
+ * design: ORDERS_TABLE = IDEMPOTENCY_TABLE), under that table's keys, `ORDER#<id>` in each, with `entity: 'order'`, so
+ * that listings (and the module's own reads, which look only at its prefix and claim tokens) tell the two apart.
+ */
+export class OrderItems {
+  readonly tableName: string;
+  private readonly keys: string[];
+  private readonly shared: boolean;
+
+  constructor(config: OrdersApiConfig) {
+    this.tableName = config.ordersTable;
+    this.shared = config.ordersTable === config.idempotencyTable;
+    const { partitionKey = 'pk', sortKey } = config.idempotencyLayout.keySchema ?? {};
+    this.keys = this.shared ? [partitionKey, ...(sortKey ? [sortKey] : [])] : ['id'];
+  }
+
+  key(id: string): Record<string, string> {
+    const value = this.shared ? `${ORDER_PREFIX}${id}` : id;
+    return Object.fromEntries(this.keys.map((name) => [name, value]));
+  }
+
+  item(order: Order): Record<string, unknown> {
+    return this.shared ? { ...this.key(order.id), entity: 'order', ...order } : { ...order };
+  }
+
+  order(item: Record<string, unknown>): Order {
+    if (!this.shared) return item as unknown as Order;
+    const { entity: _entity, ...fields } = item;
+    for (const name of this.keys) delete fields[name];
+    return fields as unknown as Order;
+  }
+
+  /** `attribute_exists` / `attribute_not_exists` of the order's partition key. */
+  condition(exists: boolean): { ConditionExpression: string; ExpressionAttributeNames: Record<string, string> } {
+    const test = exists ? 'attribute_exists' : 'attribute_not_exists';
+    return { ConditionExpression: `${test}(#key)`, ExpressionAttributeNames: { '#key': this.keys[0] } };
+  }
+
+  /** A shared table holds more than orders: a listing reads the orders only (a Scan's filter: it still reads all). */
+  listFilter(): { FilterExpression?: string; ExpressionAttributeValues?: Record<string, unknown> } {
+    return this.shared ? { FilterExpression: 'entity = :order', ExpressionAttributeValues: { ':order': 'order' } } : {};
+  }
+}
