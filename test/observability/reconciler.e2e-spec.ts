@@ -1,3 +1,4 @@
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
 import {
   ClaimInput,
@@ -14,6 +15,7 @@ import {
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from '../support/clock';
+import { LAYOUTS } from '../support/layouts';
 import { createIdempotencyTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 
@@ -122,6 +124,39 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
     expect(result).toMatchObject({ stuckPending: 1, released: 0 });
     expect(await repository.get({ key: 'taken-over' })).toEqual(successor);
     expect(successor?.status).toBe('PENDING');
+  });
+});
+
+describe('IdempotencyReconciler on a table it shares (single-table layout, dynalite)', () => {
+  const layout = LAYOUTS['single-table'];
+  let dynamo: Dynalite;
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+  });
+  afterAll(() => dynamo.stop());
+
+  it("reads and touches the module's records only, never the table's other items", async () => {
+    const clock = testClock();
+    const client = localClient(dynamo.endpoint);
+    const tableName = uniqueTableName('shared');
+    await createIdempotencyTable(client, tableName, layout);
+    // Another entity of the table, with attributes named like the module's: an order still "pending" payment.
+    const order = { PK: { S: 'ORDER#1' }, SK: { S: 'ORDER#1' }, st: { S: 'PENDING' }, ttl: { N: '1' } };
+    await client.send(new PutItemCommand({ TableName: tableName, Item: order }));
+    const repository = new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout });
+    await seed(repository, clock);
+
+    const reconciler = await reconcilerOn(repository, clock, tableName);
+    expect(await reconciler.sweep({ maxPagesPerSecond: 1000 })).toEqual({
+      scanned: 4,
+      stuckPending: 1,
+      released: 1,
+      ttlStale: 2,
+    });
+    const { Item } = await client.send(
+      new GetItemCommand({ TableName: tableName, Key: { PK: order.PK, SK: order.SK }, ConsistentRead: true }),
+    );
+    expect(Item).toEqual(order);
   });
 });
 

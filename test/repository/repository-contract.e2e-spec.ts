@@ -76,7 +76,7 @@ describeOnDynamoDbLocal('on DynamoDB Local', () => {
     describeRepositoryContract(
       `DynamoDB Local${name}`,
       dynamoSubject(() => endpoint, proxies, layout),
-      { networked: true },
+      { networked: true, partitions: layout.keySchema?.sortKey !== undefined },
     );
   }
 });
@@ -97,7 +97,7 @@ describe('on dynalite', () => {
     describeRepositoryContract(
       `DynamoDB${name}`,
       dynamoSubject(() => dynamo.endpoint, proxies, layout),
-      { networked: true },
+      { networked: true, partitions: layout.keySchema?.sortKey !== undefined },
     );
   }
 

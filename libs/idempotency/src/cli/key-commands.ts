@@ -174,7 +174,7 @@ function reportLines(report: RecordReport): string[] {
     ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
     ...(report.storedBytes === undefined
       ? []
-      : [`stored size: ${report.storedBytes} bytes${report.sealed ? ', sealed' : ''}`]),
+      : [`stored size: ${report.storedBytes} bytes`, `sealed: ${report.sealed ? 'yes (encryption)' : 'no'}`]),
     ...(report.body === undefined ? [] : [`body: ${JSON.stringify(report.body)}`]),
   ];
 }

@@ -117,8 +117,10 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return record && readRecord(record);
   }
 
-  async *scan({ pageSize }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
-    const records = [...this.records.values()].map(({ response: _response, ...record }): IdempotencyRecord => record);
+  async *scan({ pageSize, partition }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+    const records = [...this.records.values()]
+      .filter((record) => partition === undefined || record.partition === partition)
+      .map(({ response: _response, ...record }): IdempotencyRecord => record);
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 

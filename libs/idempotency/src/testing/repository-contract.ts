@@ -1,5 +1,6 @@
 import { ok } from 'node:assert/strict';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
+import { adminCases } from './contract-admin';
 import { claimCases } from './contract-claims';
 import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
@@ -22,12 +23,19 @@ export interface ContractOptions extends Partial<TestFunctions> {
    * counts as won when retried. The factory must then return `{ repository, loseNextClaimAnswer }`.
    */
   networked?: boolean;
+  /**
+   * The store lists one partition's records (`scan({ partition })`): a DynamoDB table with a sort key, or a store that
+   * keeps the partition. Default true.
+   */
+  partitions?: boolean;
+  /** The store removes records (`remove`, the admin's release and purge). Default true. */
+  removes?: boolean;
 }
 
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
  * claims, complete, fail and renew fenced by the claim token, expired leases taken over, retention, round-tripped
- * responses, the scan in pages and the retried claim whose first attempt landed. The module's own DynamoDB and in-memory repositories
+ * responses, the scan in pages, the retried claim whose first attempt landed, and an operator's removal of one record. The module's own DynamoDB and in-memory repositories
  * pass it.
  *
  * @example
@@ -42,7 +50,8 @@ export function describeRepositoryContract(
   options: ContractOptions = {},
 ): void {
   const globals = globalThis as unknown as TestFunctions;
-  const { describe = globals.describe, it = globals.it, beforeEach = globals.beforeEach, networked = false } = options;
+  const { describe = globals.describe, it = globals.it, beforeEach = globals.beforeEach } = options;
+  const { networked = false, partitions = true, removes = true } = options;
   describe(`${name} repository contract`, () => {
     let subject: { repository: IdempotencyRepository; clock: ManualClock; loseNextClaimAnswer?: () => void };
     let keys = 0;
@@ -86,5 +95,6 @@ export function describeRepositoryContract(
 
     claimCases(context);
     leaseCases(context);
+    if (removes) adminCases(context, { partitions });
   });
 }
