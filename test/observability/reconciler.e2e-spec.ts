@@ -75,7 +75,13 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
     // The in-memory store evicts a finished record past its expiry on a later write, as DynamoDB's TTL would: the
     // expired completion is gone by the time of the sweep there, and only the stuck lease is TTL-stale.
     const evicted = kind === 'in-memory' ? 1 : 0;
-    expect(result).toEqual({ scanned: 4 - evicted, stuckPending: 1, released: 1, ttlStale: 2 - evicted });
+    expect(result).toEqual({
+      scanned: 4 - evicted,
+      stuckPending: 1,
+      released: 1,
+      unreleased: 0,
+      ttlStale: 2 - evicted,
+    });
     expect(await repository.get({ key: 'stuck' })).toMatchObject({ status: 'FAILED' });
     expect(await repository.get({ key: 'live' })).toMatchObject({ status: 'PENDING' });
     expect((await repository.claim({ key: 'stuck', fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(true);
@@ -97,6 +103,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       scanned: 25,
       stuckPending: 25,
       released: 25,
+      unreleased: 0,
       ttlStale: 25,
     });
   });
@@ -125,6 +132,27 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
     expect(await repository.get({ key: 'taken-over' })).toEqual(successor);
     expect(successor?.status).toBe('PENDING');
   });
+
+  it('counts a stuck item it could not release (the store failed) and goes on with the rest', async () => {
+    await repository.claim({ key: 'unreleasable', fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.claim({ key: 'releasable', fingerprint: 'fp', leaseSeconds: 30 });
+    clock.advanceSeconds(33);
+    const failing = new (class extends IdempotencyRepository {
+      claim = repository.claim.bind(repository);
+      complete = repository.complete.bind(repository);
+      get = repository.get.bind(repository);
+      renew = repository.renew.bind(repository);
+      scan = (input: ScanInput) => repository.scan(input);
+      fail = async (input: FailInput) => {
+        if (input.key === 'unreleasable') throw Object.assign(new Error('throttled'), { name: 'ThrottlingException' });
+        return repository.fail(input);
+      };
+    })();
+    const result = await (await reconcilerOn(failing, clock, tableName)).sweep({ maxPagesPerSecond: 1000 });
+    expect(result).toMatchObject({ stuckPending: 2, released: 1, unreleased: 1 });
+    expect(await repository.get({ key: 'releasable' })).toMatchObject({ status: 'FAILED' });
+    expect(await repository.get({ key: 'unreleasable' })).toMatchObject({ status: 'PENDING' });
+  });
 });
 
 describe('IdempotencyReconciler on a table it shares (single-table layout, dynalite)', () => {
@@ -151,6 +179,7 @@ describe('IdempotencyReconciler on a table it shares (single-table layout, dynal
       scanned: 4,
       stuckPending: 1,
       released: 1,
+      unreleased: 0,
       ttlStale: 2,
     });
     const { Item } = await client.send(
@@ -161,18 +190,47 @@ describe('IdempotencyReconciler on a table it shares (single-table layout, dynal
 });
 
 describe('scheduled sweeps', () => {
-  it('run every reconcileIntervalSeconds once the application has started, and stop with it', async () => {
+  it('run once the application has started, then every reconcileIntervalSeconds, and stop with it', async () => {
     const repository = new InMemoryIdempotencyRepository();
     const moduleRef = await Test.createTestingModule({
       imports: [IdempotencyModule.forRoot({ repository, reconcileIntervalSeconds: 1 })],
     }).compile();
     const sweep = jest.spyOn(moduleRef.get(IdempotencyReconciler), 'sweep');
     await moduleRef.init();
-    await new Promise((resolve) => setTimeout(resolve, 1300));
     expect(sweep).toHaveBeenCalledTimes(1);
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    expect(sweep).toHaveBeenCalledTimes(2);
     await moduleRef.close();
     await new Promise((resolve) => setTimeout(resolve, 1100));
-    expect(sweep).toHaveBeenCalledTimes(1);
+    expect(sweep).toHaveBeenCalledTimes(2);
+  });
+
+  it('export when the last sweep succeeded and how often they are meant to run', async () => {
+    const tableName = uniqueTableName('scheduled');
+    const clock = testClock();
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        IdempotencyModule.forRoot({
+          repository: new InMemoryIdempotencyRepository(clock),
+          tableName,
+          reconcileIntervalSeconds: 60,
+        }),
+      ],
+    })
+      .overrideProvider(IdempotencyClock)
+      .useValue(clock)
+      .compile();
+    const reconciler = moduleRef.get(IdempotencyReconciler);
+    const before = await telemetry.scrape();
+    expect(metricValue(before, 'idempotency_reconciler_interval_seconds', { table: tableName })).toBe(0);
+    await moduleRef.init();
+    await reconciler.sweep(); // as the bootstrap's own, which may still be running
+    const text = await telemetry.scrape();
+    expect(metricValue(text, 'idempotency_reconciler_interval_seconds', { table: tableName })).toBe(60);
+    expect(metricValue(text, 'idempotency_reconciler_last_success_timestamp_seconds', { table: tableName })).toBe(
+      clock.nowSeconds(),
+    );
+    await moduleRef.close();
   });
 
   /** Starts the module with timers under Jest's control, and counts sweeps over `hours` of timer time. */
@@ -186,6 +244,7 @@ describe('scheduled sweeps', () => {
         scanned: 0,
         stuckPending: 0,
         released: 0,
+        unreleased: 0,
         ttlStale: 0,
       });
       await moduleRef.init();
@@ -201,7 +260,7 @@ describe('scheduled sweeps', () => {
     expect(await sweepsOver(24, {})).toBe(0);
   });
 
-  it('with an hourly interval, sweep 24 times a day (the same measure sees them)', async () => {
-    expect(await sweepsOver(24, { reconcileIntervalSeconds: 3600 })).toBe(24);
+  it('with an hourly interval, sweep at start and 24 times a day (the same measure sees them)', async () => {
+    expect(await sweepsOver(24, { reconcileIntervalSeconds: 3600 })).toBe(25);
   });
 });

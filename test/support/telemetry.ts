@@ -18,13 +18,14 @@ export function registerTestTelemetry() {
   };
 }
 
-/** The value of one series in Prometheus text, e.g. `metricValue(text, 'x_total', { outcome: 'replayed' })`; 0 if absent. */
+/** The sum of the series of `name` whose labels include `labels` (`metricValue(text, 'x_total', { outcome: 'replayed' })`); 0 if none. */
 export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
   for (const line of text.split('\n')) {
     const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)/.exec(line);
     if (!match || match[1] !== name) continue;
     const series = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map(([, k, v]) => [k, v]));
-    if (Object.entries(labels).every(([key, value]) => series[key] === value)) return Number(match[3]);
+    if (Object.entries(labels).every(([key, value]) => series[key] === value)) sum += Number(match[3]);
   }
-  return 0;
+  return sum;
 }

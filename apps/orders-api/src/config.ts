@@ -22,7 +22,7 @@ export interface OrdersApiConfig {
   idempotencyPendingTtlSeconds?: number;
   /** A simulated slow payment step inside POST /orders. */
   orderProcessingDelayMs: number;
-  /** Run the reconciler in the app every this many seconds; unset: never. */
+  /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60); 0: never. */
   reconcileIntervalSeconds?: number;
   /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
   replayCache: boolean;
@@ -52,7 +52,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 1),
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
-    reconcileIntervalSeconds: integer(env, 'IDEMPOTENCY_RECONCILE_INTERVAL_SECONDS', 1),
+    reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? 60) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),

@@ -40,7 +40,11 @@ import { StoreReadiness } from './startup/store-readiness';
   providers: [
     { provide: RESOLVED_IDEMPOTENCY_OPTIONS, inject: [IDEMPOTENCY_MODULE_OPTIONS], useFactory: resolveOptions },
     { provide: IdempotencyClock, useClass: SystemClock },
-    { provide: IdempotencyTelemetry, useFactory: () => new IdempotencyTelemetry() },
+    {
+      provide: IdempotencyTelemetry,
+      inject: [RESOLVED_IDEMPOTENCY_OPTIONS],
+      useFactory: (options: ResolvedIdempotencyOptions) => new IdempotencyTelemetry(options.tableName),
+    },
     {
       provide: IdempotencyRepository,
       inject: [IDEMPOTENCY_MODULE_OPTIONS, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyClock, IdempotencyTelemetry],

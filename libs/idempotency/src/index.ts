@@ -18,6 +18,7 @@ export { IdempotencyClock, SystemClock } from './idempotency.clock';
 export { IdempotencyTelemetry } from './observability/idempotency.telemetry';
 export type { StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
 export { IdempotencyReconciler } from './observability/idempotency.reconciler';
+export { pushSweepGauges, reconcileTable } from './observability/reconcile-job';
 export type { SweepOptions, SweepResult } from './observability/idempotency.reconciler';
 export { IdempotencyHealthIndicator } from './observability/idempotency.health';
 export type { IdempotencyHealthResult } from './observability/idempotency.health';

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { TableLayout, TableLayoutOptions } from '../dynamodb/table-layout';
 import { DEFAULT_TABLE_NAME } from '../idempotency.constants';
+import type { IdempotencyModuleOptions } from '../options/idempotency.options';
 import { EncryptionOptions, ResponseSealer } from '../response/response-sealing';
 
 /** Where the CLI writes; the console by default, a buffer in tests. */
@@ -41,10 +42,11 @@ export const COMMON_HELP = `Where the table is (flags over --config over the env
   --table NAME             the table (IDEMPOTENCY_TABLE; default idempotency_keys)
   --region REGION          AWS_REGION (default us-east-1)
   --endpoint URL           DYNAMODB_ENDPOINT (default AWS's own; a local endpoint gets dummy credentials)
-  --partition-key NAME     the table's partition key (default pk)
-  --sort-key NAME          its sort key, for a single-table layout (default none)
-  --key-prefix TEXT        the prefix of the module's key values (default none)
-  --config FILE.json       { tableName, keySchema, attributeNames, keyPrefix, encryption } as the module has them
+  --partition-key NAME     the table's partition key (IDEMPOTENCY_PARTITION_KEY; default pk)
+  --sort-key NAME          its sort key, for a single-table layout (IDEMPOTENCY_SORT_KEY; default none)
+  --key-prefix TEXT        the prefix of the module's key values (IDEMPOTENCY_KEY_PREFIX; default none)
+  --config FILE.json       the module's options as JSON: tableName, keySchema, attributeNames, keyPrefix,
+                           encryption, pendingTtlSeconds, clockSkewSeconds, failedTtlSeconds
   --json                   print JSON instead of text
   --help                   this help`;
 
@@ -55,6 +57,8 @@ export interface CliContext {
   tableName: string;
   layout: TableLayoutOptions;
   encryption?: EncryptionOptions;
+  /** The --config file as read (empty without one). */
+  config: ConfigFile;
   client: DynamoDBClient;
   where: string;
   json: boolean;
@@ -79,14 +83,16 @@ export function cliContext(
   const config = values.config ? readConfig(String(values.config)) : {};
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const tableName = text('table') ?? config.tableName ?? process.env.IDEMPOTENCY_TABLE ?? DEFAULT_TABLE_NAME;
-  const partitionKey = text('partition-key') ?? config.keySchema?.partitionKey;
-  const sortKey = text('sort-key') ?? config.keySchema?.sortKey;
+  const env = (name: string) => process.env[name] || undefined;
+  const partitionKey = text('partition-key') ?? config.keySchema?.partitionKey ?? env('IDEMPOTENCY_PARTITION_KEY');
+  const sortKey = text('sort-key') ?? config.keySchema?.sortKey ?? env('IDEMPOTENCY_SORT_KEY');
+  const keyPrefix = text('key-prefix') ?? config.keyPrefix ?? env('IDEMPOTENCY_KEY_PREFIX');
   const layout: TableLayoutOptions = {
     ...(partitionKey || sortKey
       ? { keySchema: { partitionKey: partitionKey ?? 'pk', ...(sortKey ? { sortKey } : {}) } }
       : {}),
     ...(config.attributeNames ? { attributeNames: config.attributeNames } : {}),
-    ...((text('key-prefix') ?? config.keyPrefix) ? { keyPrefix: text('key-prefix') ?? config.keyPrefix } : {}),
+    ...(keyPrefix ? { keyPrefix } : {}),
   };
   try {
     TableLayout.from(layout, '--config');
@@ -111,6 +117,7 @@ export function cliContext(
     tableName,
     layout,
     encryption,
+    config,
     client,
     where: `${tableName} at ${endpoint ?? 'AWS'}`,
     json,
@@ -124,7 +131,11 @@ export function sealerOf(context: CliContext): ResponseSealer | undefined {
   return ResponseSealer.from(context.encryption, 'encryption');
 }
 
-interface ConfigFile extends TableLayoutOptions {
+/** The module's options a command may need, as JSON: the table and its layout, encryption keys, the lease settings. */
+export interface ConfigFile
+  extends
+    TableLayoutOptions,
+    Pick<IdempotencyModuleOptions, 'pendingTtlSeconds' | 'clockSkewSeconds' | 'failedTtlSeconds'> {
   tableName?: string;
   encryption?: EncryptionOptions;
 }

@@ -1,10 +1,11 @@
 import { CliCommand, CliContext, cliContext, CliOutput, COMMON_HELP, UsageError } from './cli-context';
 import { KEY_COMMANDS } from './key-commands';
+import { RECONCILE_COMMANDS } from './reconcile-command';
 import { TABLE_COMMANDS } from './table-commands';
 
 export type { CliOutput } from './cli-context';
 
-const COMMANDS: Record<string, CliCommand> = { ...TABLE_COMMANDS, ...KEY_COMMANDS };
+const COMMANDS: Record<string, CliCommand> = { ...TABLE_COMMANDS, ...RECONCILE_COMMANDS, ...KEY_COMMANDS };
 
 const USAGE = `Usage: nestjs-dynamodb-idempotency <command> [flags]
 
@@ -12,7 +13,8 @@ ${Object.entries(COMMANDS)
   .map(([name, command]) => `  ${name.padEnd(14)} ${command.summary}`)
   .join('\n')}
 
-Run a command with --help for its flags. Exit codes: 0 done or found, 1 not found or refused, 2 usage.`;
+Run a command with --help for its flags. Exit codes: 0 done or found, 1 not found, refused or failed, 2 usage
+(reconcile: 3 when stuck items could not be released).`;
 
 /**
  * The package's binary (`npx nestjs-dynamodb-idempotency …`): the table tooling and an operator's commands for one

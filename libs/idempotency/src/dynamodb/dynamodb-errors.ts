@@ -4,7 +4,8 @@ import {
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 
-const THROTTLING_ERRORS = new Set([
+/** The DynamoDB error names of throttling: a 503 `store-throttled`, never a duplicate (the alert rules name them too). */
+export const THROTTLING_ERRORS = new Set([
   'ProvisionedThroughputExceededException',
   'ThrottlingException',
   'RequestLimitExceeded',

@@ -4,6 +4,7 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { clockSkewFor } from '../options/option-checks';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
+import { IdempotencyRecord } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 export interface SweepOptions {
@@ -17,8 +18,10 @@ export interface SweepResult {
   scanned: number;
   /** PENDING items whose lease had passed (`dedup_stuck_pending_total`). */
   stuckPending: number;
-  /** Of those, how many this sweep marked FAILED (the rest were taken over or finished meanwhile). */
+  /** Of those, how many this sweep marked FAILED (the rest were taken over or finished meanwhile, or failed). */
   released: number;
+  /** Of those, how many it could not mark: the store call failed (logged with its `dynamo_error_code`). */
+  unreleased: number;
   /** Items past `expires_at` still present, whatever their status (`dynamo_ttl_stale_items_total`). */
   ttlStale: number;
 }
@@ -43,7 +46,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   ) {}
 
   async sweep({ pageSize = 100, maxPagesPerSecond = 5 }: SweepOptions = {}): Promise<SweepResult> {
-    const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, ttlStale: 0 };
+    const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, unreleased: 0, ttlStale: 0 };
     const pageIntervalMs = 1000 / maxPagesPerSecond;
     // A lease is stuck once no process could still be renewing it, whatever their clocks say (the module's lease).
     const skew = clockSkewFor(this.options.pendingTtlSeconds, this.options.clockSkewSeconds);
@@ -62,25 +65,25 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
           pending_since: record.pendingSince,
           expires_at: record.expiresAt,
         });
-        const released = await this.repository.fail({
-          key: record.key,
-          partition: record.partition,
-          claimToken: record.claimToken,
-          ttlSeconds: this.options.failedTtlSeconds,
-        });
-        if (released.ok) result.released += 1;
+        const released = await this.release(record);
+        if (released === 'released') result.released += 1;
+        if (released === 'error') result.unreleased += 1;
       }
       await sleep(Math.max(0, pageIntervalMs - (performance.now() - pageStarted)));
       pageStarted = performance.now();
     }
-    this.telemetry.sweepFound(this.options.tableName, { stuckPending: result.stuckPending, ttlStale: result.ttlStale });
+    const { stuckPending, ttlStale } = result;
+    this.telemetry.sweepFound(this.options.tableName, { stuckPending, ttlStale, endedAt: this.clock.nowSeconds() });
     this.logger.log({ msg: 'sweep done', table: this.options.tableName, ...result });
     return result;
   }
 
+  /** A sweep now, then one every `reconcileIntervalSeconds` (when set). */
   onApplicationBootstrap(): void {
-    const { reconcileIntervalSeconds } = this.options;
+    const { reconcileIntervalSeconds, tableName } = this.options;
     if (!reconcileIntervalSeconds) return;
+    this.telemetry.sweepScheduled(tableName, reconcileIntervalSeconds);
+    void this.scheduledSweep();
     this.timer = setInterval(() => void this.scheduledSweep(), reconcileIntervalSeconds * 1000);
     this.timer.unref();
   }
@@ -88,6 +91,23 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   async onApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     await this.running?.catch(() => undefined);
+  }
+
+  /** Marks a stuck record FAILED, on its own claim token; a store fault is logged and counted, not thrown. */
+  private async release(record: IdempotencyRecord): Promise<'released' | 'moved-on' | 'error'> {
+    try {
+      const { key, partition, claimToken } = record;
+      const released = await this.repository.fail({
+        key,
+        partition,
+        claimToken,
+        ttlSeconds: this.options.failedTtlSeconds,
+      });
+      return released.ok ? 'released' : 'moved-on';
+    } catch (error) {
+      this.logger.error({ msg: 'could not release a stuck item', key: record.key, error: String(error) });
+      return 'error';
+    }
   }
 
   /** One sweep at a time; a failed sweep is logged and the next interval tries again. */

@@ -1,63 +1,116 @@
-import { Attributes, metrics, Span, SpanStatusCode, trace } from '@opentelemetry/api';
+import { Attributes, metrics, ObservableResult, Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { RequestOutcome } from '../errors/outcomes';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
 export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan' | 'query' | 'remove';
 
-/** The reconciler's last findings for one table. */
+/** The reconciler's findings for one table: its last sweep's counts, and when it ended (epoch seconds). */
 export interface SweepFindings {
   stuckPending: number;
   ttlStale: number;
+  endedAt: number;
 }
 
 /**
- * The metrics and spans an operator watches (docs/operating.md), through the OpenTelemetry API: no-ops until the application registers an
- * SDK (before creating the Nest app), so they cost nothing otherwise and work with any backend.
+ * Every metric the module exports, by name: what the alerting rules and the dashboard in ops/ may use (a test parses
+ * their PromQL against this). A histogram is exported as `_bucket`, `_count` and `_sum` series.
+ */
+export const METRICS = {
+  requests: { name: 'idempotency_requests_total', kind: 'counter', help: 'Protected calls, by table and outcome' },
+  conditionalWriteRejected: {
+    name: 'dynamo_conditional_write_rejected_total',
+    kind: 'counter',
+    help: 'ConditionalCheckFailedException answers, by table and operation (claim, complete, fail, renew)',
+  },
+  duplicateReexecution: {
+    name: 'dedup_duplicate_reexecution_total',
+    kind: 'counter',
+    help: 'Handlers that ran for a key another claim had already COMPLETED (must stay 0)',
+  },
+  completionRace: {
+    name: 'dedup_concurrent_completion_race_total',
+    kind: 'counter',
+    help: 'Benign races on PENDING → COMPLETED: the same claim had already completed the record',
+  },
+  renewalRefused: {
+    name: 'dedup_lease_renewal_refused_total',
+    kind: 'counter',
+    help: 'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
+  },
+  storeDuration: {
+    name: 'idempotency_store_call_duration_seconds',
+    kind: 'histogram',
+    help: 'Latency of idempotency store calls, by table, operation and result',
+  },
+  stuckPending: {
+    name: 'dedup_stuck_pending_total',
+    kind: 'gauge',
+    help: 'PENDING items whose lease has passed, found by the last reconciler sweep',
+  },
+  ttlStale: {
+    name: 'dynamo_ttl_stale_items_total',
+    kind: 'gauge',
+    help: 'Items past expires_at still present (TTL deletion lags), found by the last reconciler sweep',
+  },
+  lastSweep: {
+    name: 'idempotency_reconciler_last_success_timestamp_seconds',
+    kind: 'gauge',
+    help: 'When the last successful reconciler sweep ended (Unix seconds)',
+  },
+  sweepInterval: {
+    name: 'idempotency_reconciler_interval_seconds',
+    kind: 'gauge',
+    help: 'How often the reconciler is meant to sweep (its schedule, in seconds)',
+  },
+} as const;
+
+/** The operations whose refused conditions are counted (a series for each is exported from the start). */
+const CONDITIONAL_OPERATIONS = ['claim', 'complete', 'fail', 'renew'] as const;
+
+/**
+ * The metrics and spans an operator watches (docs/operating.md), through the OpenTelemetry API: no-ops until the
+ * application registers an SDK (before creating the Nest app), so they cost nothing otherwise and work with any backend.
+ * Given the table, every series carries it (`table`), and the counters alerts watch exist from the start at 0.
  */
 export class IdempotencyTelemetry {
   private readonly meter = metrics.getMeter(INSTRUMENTATION_SCOPE);
   private readonly tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
-  private readonly conditionalWriteRejected = this.meter.createCounter('dynamo_conditional_write_rejected_total', {
-    description: 'ConditionalCheckFailedException answers, by table and operation (claim, complete, fail)',
-  });
-  private readonly duplicateReexecution = this.meter.createCounter('dedup_duplicate_reexecution_total', {
-    description: 'Handlers that ran for a key another claim had already COMPLETED (must stay 0)',
-  });
-  private readonly completionRace = this.meter.createCounter('dedup_concurrent_completion_race_total', {
-    description: 'Benign races on PENDING → COMPLETED: the same claim had already completed the record',
-  });
-  private readonly renewalRefused = this.meter.createCounter('dedup_lease_renewal_refused_total', {
-    description:
-      'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
-  });
-  private readonly requests = this.meter.createCounter('idempotency_requests_total', {
-    description: 'Requests on idempotent routes, by outcome',
-  });
-  private readonly storeDuration = this.meter.createHistogram('idempotency_store_call_duration_seconds', {
-    description: 'Latency of idempotency store calls, by table, operation and result',
+  private readonly labels: Attributes;
+  private readonly conditionalWriteRejected = this.counter(METRICS.conditionalWriteRejected);
+  private readonly duplicateReexecution = this.counter(METRICS.duplicateReexecution);
+  private readonly completionRace = this.counter(METRICS.completionRace);
+  private readonly renewalRefused = this.counter(METRICS.renewalRefused);
+  private readonly requests = this.counter(METRICS.requests);
+  private readonly storeDuration = this.meter.createHistogram(METRICS.storeDuration.name, {
+    description: METRICS.storeDuration.help,
     unit: 's',
     advice: { explicitBucketBoundaries: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
   });
   private readonly findings = new Map<string, SweepFindings>();
+  private readonly intervals = new Map<string, number>();
 
-  constructor() {
+  constructor(table?: string) {
+    this.labels = table === undefined ? {} : { table };
     // Series that must stay 0 are exported from the start, so an alert on them has something to watch.
-    this.duplicateReexecution.add(0);
-    this.completionRace.add(0);
-    this.renewalRefused.add(0);
-    const stuck = this.meter.createObservableGauge('dedup_stuck_pending_total', {
-      description: 'PENDING items whose lease has passed, found by the last reconciler sweep',
-    });
-    const stale = this.meter.createObservableGauge('dynamo_ttl_stale_items_total', {
-      description: 'Items past expires_at still present (TTL deletion lags), found by the last reconciler sweep',
-    });
-    stuck.addCallback((result) => this.findings.forEach((f, table) => result.observe(f.stuckPending, { table })));
-    stale.addCallback((result) => this.findings.forEach((f, table) => result.observe(f.ttlStale, { table })));
+    this.duplicateReexecution.add(0, this.labels);
+    this.completionRace.add(0, this.labels);
+    this.renewalRefused.add(0, this.labels);
+    if (table !== undefined) {
+      for (const operation of CONDITIONAL_OPERATIONS) this.conditionalWriteRejected.add(0, { table, operation });
+    }
+    const byTable = (observe: (findings: SweepFindings) => number) => (result: ObservableResult) =>
+      this.findings.forEach((findings, name) => result.observe(observe(findings), { table: name }));
+    this.gauge(METRICS.stuckPending).addCallback(byTable((findings) => findings.stuckPending));
+    this.gauge(METRICS.ttlStale).addCallback(byTable((findings) => findings.ttlStale));
+    this.gauge(METRICS.lastSweep).addCallback(byTable((findings) => findings.endedAt));
+    this.gauge(METRICS.sweepInterval).addCallback((result) =>
+      this.intervals.forEach((seconds, name) => result.observe(seconds, { table: name })),
+    );
   }
 
   request(outcome: RequestOutcome): void {
-    this.requests.add(1, { outcome });
+    this.requests.add(1, { ...this.labels, outcome });
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
@@ -65,23 +118,37 @@ export class IdempotencyTelemetry {
   }
 
   reexecutionDetected(): void {
-    this.duplicateReexecution.add(1);
+    this.duplicateReexecution.add(1, this.labels);
   }
 
   leaseRenewalRefused(): void {
-    this.renewalRefused.add(1);
+    this.renewalRefused.add(1, this.labels);
   }
 
   completionRaced(): void {
-    this.completionRace.add(1);
+    this.completionRace.add(1, this.labels);
   }
 
   storeCall(table: string, operation: StoreOperation, seconds: number, result: string): void {
     this.storeDuration.record(seconds, { table, operation, result });
   }
 
+  /** A sweep succeeded: its findings, and when it ended. */
   sweepFound(table: string, findings: SweepFindings): void {
     this.findings.set(table, findings);
+  }
+
+  /** The reconciler sweeps `table` every `seconds`. */
+  sweepScheduled(table: string, seconds: number): void {
+    this.intervals.set(table, seconds);
+  }
+
+  private counter({ name, help }: { name: string; help: string }) {
+    return this.meter.createCounter(name, { description: help });
+  }
+
+  private gauge({ name, help }: { name: string; help: string }) {
+    return this.meter.createObservableGauge(name, { description: help });
   }
 
   /**
