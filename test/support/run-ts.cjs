@@ -1,5 +1,6 @@
 // Runs one TypeScript file in a child process, compiled with swc as Jest compiles the suites (.swcrc: decorators and
-// their metadata), for tests that need node flags Jest's workers do not have (--expose-gc). Usage:
+// their metadata), for tests that need a process of their own (node flags such as --expose-gc, a Lambda container to
+// freeze with SIGSTOP). Usage:
 //   node --expose-gc test/support/run-ts.cjs path/to/script.ts
 const { readFileSync } = require('node:fs');
 const Module = require('node:module');
@@ -13,5 +14,14 @@ Module._extensions['.ts'] = (module, filename) => {
   if (filename.includes(`${path.sep}node_modules${path.sep}`)) return compile(module, filename);
   const { code } = transformSync(readFileSync(filename, 'utf8'), { ...swcrc, filename });
   module._compile(code, filename);
+};
+// The library by its package name, from its sources, as Jest's moduleNameMapper gives it to the suites.
+const packages = {
+  'nestjs-dynamodb-idempotency': path.join(root, 'libs/idempotency/src/index.ts'),
+  'nestjs-dynamodb-idempotency/testing': path.join(root, 'libs/idempotency/src/testing/index.ts'),
+};
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  return resolve.call(this, packages[request] ?? request, ...rest);
 };
 require(path.resolve(process.argv[2]));

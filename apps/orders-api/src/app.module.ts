@@ -44,6 +44,7 @@ export class AppModule {
             pendingTtlSeconds: settings.idempotencyPendingTtlSeconds,
             reconcileIntervalSeconds: settings.reconcileIntervalSeconds,
             replayCache: { enabled: settings.replayCache },
+            startupCheck: settings.startupCheck,
             repository: settings.idempotencyStore === 'memory' ? new InMemoryIdempotencyRepository() : undefined,
           }),
         }),

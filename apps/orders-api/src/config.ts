@@ -1,4 +1,4 @@
-import type { TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+import { onLambda, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
 
 /** The demo's settings, all from the environment (see docs/demo.md). */
 export interface OrdersApiConfig {
@@ -22,10 +22,12 @@ export interface OrdersApiConfig {
   idempotencyPendingTtlSeconds?: number;
   /** A simulated slow payment step inside POST /orders. */
   orderProcessingDelayMs: number;
-  /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60); 0: never. */
+  /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60, on Lambda 0); 0: never. */
   reconcileIntervalSeconds?: number;
   /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
   replayCache: boolean;
+  /** The module's table check at startup (IDEMPOTENCY_STARTUP_CHECK, default on; docs/lambda.md measures it). */
+  startupCheck: boolean;
   /** `dynamodb` (default) or `memory`: the in-memory repository, to measure the module without DynamoDB. */
   idempotencyStore: 'dynamodb' | 'memory';
   /** Serve the /bench routes and count DynamoDB calls (for `npm run bench`). */
@@ -52,8 +54,10 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 1),
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
-    reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? 60) || undefined,
+    // On AWS Lambda the reconciler is a scheduled job: the function is frozen between invocations.
+    reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? (onLambda(env) ? 0 : 60)) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
+    startupCheck: flag(env, 'IDEMPOTENCY_STARTUP_CHECK', true),
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),
     benchTrackCalls: flag(env, 'BENCH_TRACK_CALLS', false),

@@ -10,6 +10,8 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
 export const DEFAULT_REPLAY_CACHE_ENTRIES = 1000;
+/** On AWS Lambda: a container serves one request at a time and lives minutes, so a few entries do. */
+export const LAMBDA_REPLAY_CACHE_ENTRIES = 100;
 
 /** Set on every replayed response (Stripe's name, also used by the IETF draft's examples). */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';

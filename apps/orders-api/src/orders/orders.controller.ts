@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res, StreamableFile } from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { CreateOrderInput, CreateOrderPipe, Order } from './order';
@@ -30,6 +30,23 @@ export class OrdersController {
     await this.orders.put(order);
     res.header('Location', `/orders/${order.id}`);
     return order;
+  }
+
+  /**
+   * Issues a receipt for an order: a binary answer (a PDF), numbered anew each time the handler runs, so a retry
+   * shows that it got the first receipt back byte for byte.
+   */
+  @Post(':id/receipts')
+  @Idempotent()
+  async receipt(@Param('id') id: string): Promise<StreamableFile> {
+    const order = await this.orders.get(id);
+    if (!order) throw new NotFoundException(`No order ${id}`);
+    const text = `Receipt ${randomUUID()} for order ${order.id}: ${order.quantity} x ${order.item}`;
+    const pdf = Buffer.concat([
+      Buffer.from('%PDF-1.4\n%\xe2\xe3\xcf\xd3\n', 'latin1'),
+      Buffer.from(`% ${text}\n%%EOF\n`),
+    ]);
+    return new StreamableFile(pdf, { type: 'application/pdf', disposition: `inline; filename="${order.id}.pdf"` });
   }
 
   @Get()

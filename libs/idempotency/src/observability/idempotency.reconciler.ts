@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { IdempotencyClock } from '../idempotency.clock';
+import { onLambda } from '../lambda/lambda-environment';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { clockSkewFor } from '../options/option-checks';
 import { IdempotencyTelemetry } from './idempotency.telemetry';
@@ -82,6 +83,11 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   onApplicationBootstrap(): void {
     const { reconcileIntervalSeconds, tableName } = this.options;
     if (!reconcileIntervalSeconds) return;
+    if (onLambda()) {
+      this.logger.warn({
+        msg: 'reconcileIntervalSeconds on AWS Lambda: sweeps run only while an invocation does (the function is frozen between them); run the reconciler as a scheduled job instead (docs/lambda.md)',
+      });
+    }
     this.telemetry.sweepScheduled(tableName, reconcileIntervalSeconds);
     void this.scheduledSweep();
     this.timer = setInterval(() => void this.scheduledSweep(), reconcileIntervalSeconds * 1000);

@@ -75,6 +75,12 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    * start while DynamoDB is down (requests then answer 503 until it is back).
    */
   failOnStartup?: boolean;
+  /**
+   * Check the table when the application starts (`DescribeTable`, and whether the store has transactions). Default
+   * true. `false` skips both (on AWS Lambda, a round trip of every cold start: docs/lambda.md; the first call then asks
+   * about transactions itself); a missing table or permission shows on the first request, as a 500 `store-misconfigured`.
+   */
+  startupCheck?: boolean;
   /** Seal stored responses with AES-256-GCM (`node:crypto`). Off by default. */
   encryption?: EncryptionOptions;
   /** Replaces the DynamoDB repository, e.g. with `InMemoryIdempotencyRepository` in a unit test. */

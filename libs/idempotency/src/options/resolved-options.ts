@@ -4,11 +4,13 @@ import {
   DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
   DEFAULT_REPLAY_CACHE_ENTRIES,
+  LAMBDA_REPLAY_CACHE_ENTRIES,
   DEFAULT_REPLAY_HEADERS,
   DEFAULT_RETRY_AFTER_SECONDS,
   DEFAULT_TABLE_NAME,
   DEFAULT_TTL_SECONDS,
 } from '../idempotency.constants';
+import { onLambda } from '../lambda/lambda-environment';
 import { TableLayout } from '../dynamodb/table-layout';
 import { ResponseSealer } from '../response/response-sealing';
 import { defaultStoreIf, IdempotencyModuleOptions, StoreIf } from './idempotency.options';
@@ -44,6 +46,7 @@ export type ResolvedIdempotencyOptions = Required<
     replayHeaders: string[];
     replayCacheEntries: number;
     failOnStartup: boolean;
+    startupCheck: boolean;
     storeIf: StoreIf;
     /** Set when `encryption` is. */
     sealer?: ResponseSealer;
@@ -74,6 +77,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     layout: TableLayout.from(options, where),
     partitionKeyValue: partitionKeyValueOption(options.partitionKeyValue, where),
     failOnStartup: options.failOnStartup ?? true,
+    startupCheck: options.startupCheck ?? true,
     storeIf: options.storeIf ?? defaultStoreIf,
     sealer: ResponseSealer.from(options.encryption, where),
     reconcileIntervalSeconds:
@@ -86,7 +90,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
         ? 0
         : positiveInteger(
             'replayCache.maxEntries',
-            cache?.maxEntries ?? DEFAULT_REPLAY_CACHE_ENTRIES,
+            cache?.maxEntries ?? (onLambda() ? LAMBDA_REPLAY_CACHE_ENTRIES : DEFAULT_REPLAY_CACHE_ENTRIES),
             where,
             'entries',
           ),

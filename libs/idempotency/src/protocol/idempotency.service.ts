@@ -13,6 +13,7 @@ import { fingerprintValue } from '../keys/fingerprint';
 import { recordKey, scopePartition } from '../keys/record-key';
 import { validateKey } from '../keys/idempotency-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { invocationDeadlineSeconds } from './invocation-deadline';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { validateCallSettings } from '../options/option-checks';
 import { callPolicy } from '../options/route-settings';
@@ -119,7 +120,14 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
-    return { recordKey, partition: settings.partition, fingerprint, ...callPolicy(settings, this.options) };
+    const deadline = invocationDeadlineSeconds();
+    return {
+      recordKey,
+      partition: settings.partition,
+      fingerprint,
+      ...callPolicy(settings, this.options),
+      ...(deadline === undefined ? {} : { deadline }),
+    };
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */

@@ -39,6 +39,7 @@ export class KeyOwner {
       claimToken,
       leaseSeconds: call.leaseSeconds,
       maxLeaseSeconds: call.maxLeaseSeconds,
+      deadline: call.deadline,
       renewed: (expiresAt) => (flight.leaseEndsAt = expiresAt),
     });
     this.heartbeats.add(heartbeat);

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
+import { leaseSecondsAt } from './protected-call';
 
 export interface HeartbeatInput {
   /** The record key (route and hashed key: safe to log). */
@@ -11,6 +12,8 @@ export interface HeartbeatInput {
   leaseSeconds: number;
   /** After this long the lease is no longer renewed. */
   maxLeaseSeconds: number;
+  /** An AWS Lambda invocation's deadline (epoch seconds): no renewal reaches past it, none is sent after it. */
+  deadline?: number;
   /** Told the new lease end (epoch seconds) after each renewal. */
   renewed(expiresAt: number): void;
 }
@@ -55,9 +58,13 @@ export class LeaseHeartbeat {
       this.stop();
       return;
     }
+    // A tick that fires after the deadline (a frozen Lambda container, thawed) renews nothing: the lease was the
+    // invocation's, and may belong to another caller by now.
+    const leaseSeconds = leaseSecondsAt(this.input, Math.floor(Date.now() / 1000));
+    if (leaseSeconds === 0) return this.stop();
     this.renewing = true;
     try {
-      const { key, partition, claimToken, leaseSeconds } = this.input;
+      const { key, partition, claimToken } = this.input;
       const result = await this.repository.renew({ key, partition, claimToken, leaseSeconds });
       if (result.ok) {
         if (!this.stopped) this.input.renewed(result.expiresAt);

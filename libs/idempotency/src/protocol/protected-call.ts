@@ -28,6 +28,16 @@ export interface ProtectedCall extends CallPolicy {
   /** Its partition in a table with a sort key (the caller's scope, or `partitionKeyValue`). */
   partition?: string;
   fingerprint: string;
+  /**
+   * Inside an AWS Lambda invocation (`withLambdaContext`): its deadline, epoch seconds. The lease never ends later.
+   */
+  deadline?: number;
+}
+
+/** The lease to write now: the call's own, cut at the invocation's deadline (0 once it has passed). */
+export function leaseSecondsAt(call: Pick<ProtectedCall, 'leaseSeconds' | 'deadline'>, nowSeconds: number): number {
+  if (call.deadline === undefined) return call.leaseSeconds;
+  return Math.max(0, Math.min(call.leaseSeconds, call.deadline - nowSeconds));
 }
 
 /** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */

@@ -2,7 +2,7 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
-import { ProtectedCall } from './protected-call';
+import { leaseSecondsAt, ProtectedCall } from './protected-call';
 
 /**
  * One claim in this process, shared by every concurrent request with the same key: only the first calls DynamoDB; the
@@ -10,8 +10,9 @@ import { ProtectedCall } from './protected-call';
  */
 export interface Flight {
   claim: Promise<ClaimResult>;
-  /** The claiming request's fingerprint and lease end (epoch seconds), for requests that join it. */
+  /** The claiming request's fingerprint, claim time and lease end (epoch seconds), for requests that join it. */
   fingerprint: string;
+  claimedAt: number;
   leaseEndsAt: number;
   /** Resolves once a local owner has completed or released the key. */
   settled: Promise<void>;
@@ -48,19 +49,21 @@ export class SingleFlight {
 
     let settle!: () => void;
     const settled = new Promise<void>((resolve) => (settle = resolve));
+    const now = this.clock.nowSeconds();
+    const leaseSeconds = leaseSecondsAt(call, now);
     const claim = this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
       const result = await this.repository.claim({
         key: call.recordKey,
         partition: call.partition,
         fingerprint: call.fingerprint,
-        leaseSeconds: call.leaseSeconds,
+        leaseSeconds,
         clockSkewSeconds: call.clockSkewSeconds,
       });
       span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
       return result;
     });
-    const leaseEndsAt = this.clock.nowSeconds() + call.leaseSeconds;
-    const flight: Flight = { claim, fingerprint: call.fingerprint, leaseEndsAt, settled, settle };
+    const leaseEndsAt = now + leaseSeconds;
+    const flight: Flight = { claim, fingerprint: call.fingerprint, claimedAt: now, leaseEndsAt, settled, settle };
     this.flights.set(call.recordKey, flight);
     let claimed = false;
     try {
@@ -89,6 +92,6 @@ export function localOwner(call: ProtectedCall, flight: Flight, claimToken: stri
     expiresAt: flight.leaseEndsAt,
     claimToken,
     fingerprint: flight.fingerprint,
-    pendingSince: flight.leaseEndsAt - call.leaseSeconds,
+    pendingSince: flight.claimedAt,
   };
 }

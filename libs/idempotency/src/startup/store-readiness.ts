@@ -4,7 +4,8 @@ import { IdempotencyRepository } from '../repository/idempotency.repository';
 
 /**
  * The store, checked once at application bootstrap (`failOnStartup`: a problem stops the application), and asked
- * once whether it has transactions, so `canCommitWith` is known before the first call.
+ * once whether it has transactions, so `canCommitWith` is known before the first call. `startupCheck: false` skips
+ * both: the first call that needs the answer asks.
  */
 @Injectable()
 export class StoreReadiness implements OnApplicationBootstrap {
@@ -18,6 +19,7 @@ export class StoreReadiness implements OnApplicationBootstrap {
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
+    if (!this.options.startupCheck) return;
     try {
       await this.repository.checkReady();
     } catch (error) {
