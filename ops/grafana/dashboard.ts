@@ -127,6 +127,19 @@ export function idempotencyDashboard(): Dashboard {
         ],
       ),
     )
+    .withPanel(
+      timeSeries(
+        'Replay cache hit ratio',
+        'Share of lookups in the in-process replay cache answered from it, without a DynamoDB call (per process; off when replayCache.enabled is false).',
+        'percentunit',
+        [
+          query(
+            `sum by (table) (rate(idempotency_replay_cache_lookups_total{${TABLE}, result="hit"}[$__rate_interval])) / sum by (table) (rate(idempotency_replay_cache_lookups_total{${TABLE}}[$__rate_interval]))`,
+            '{{table}}',
+          ),
+        ],
+      ),
+    )
     .withRow(new RowBuilder('DynamoDB'))
     .withPanel(
       timeSeries('Store call latency', 'p50, p95 and p99 by operation.', 's', [

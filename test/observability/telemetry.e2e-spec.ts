@@ -107,3 +107,35 @@ describe('the benign completion race', () => {
     }
   });
 });
+
+describe('the replay cache', () => {
+  it('counts its lookups by table and result: a first request misses, a duplicate in the same process hits', async () => {
+    const scenario = await startPaymentsScenario('express');
+    const lookups = async (result: string) =>
+      metricValue(await telemetry.scrape(), 'idempotency_replay_cache_lookups_total', {
+        table: scenario.tableName,
+        result,
+      });
+    try {
+      await post(`${scenario.test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': 'cached' });
+      expect([await lookups('miss'), await lookups('hit')]).toEqual([1, 0]);
+      const replay = await post(`${scenario.test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': 'cached' });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect([await lookups('miss'), await lookups('hit')]).toEqual([1, 1]);
+    } finally {
+      await scenario.stop();
+    }
+  });
+
+  it('counts nothing when it is off', async () => {
+    const scenario = await startPaymentsScenario('express', { module: { replayCache: { enabled: false } } });
+    try {
+      await post(`${scenario.test.url}/payments`, { amount: 5 }, { 'Idempotency-Key': 'uncached' });
+      await post(`${scenario.test.url}/payments`, { amount: 5 }, { 'Idempotency-Key': 'uncached' });
+      const text = await telemetry.scrape();
+      expect(text).not.toMatch(new RegExp(`idempotency_replay_cache_lookups_total\\{[^}]*${scenario.tableName}`));
+    } finally {
+      await scenario.stop();
+    }
+  });
+});

@@ -38,6 +38,11 @@ export const METRICS = {
     kind: 'counter',
     help: 'Lease renewals refused because another claim had taken the key over (the owner was paused past its lease)',
   },
+  replayCacheLookups: {
+    name: 'idempotency_replay_cache_lookups_total',
+    kind: 'counter',
+    help: 'Lookups in the in-process replay cache, by table and result (hit: answered without DynamoDB; miss)',
+  },
   storeDuration: {
     name: 'idempotency_store_call_duration_seconds',
     kind: 'histogram',
@@ -82,6 +87,7 @@ export class IdempotencyTelemetry {
   private readonly completionRace = this.counter(METRICS.completionRace);
   private readonly renewalRefused = this.counter(METRICS.renewalRefused);
   private readonly requests = this.counter(METRICS.requests);
+  private readonly replayCacheLookups = this.counter(METRICS.replayCacheLookups);
   private readonly storeDuration = this.meter.createHistogram(METRICS.storeDuration.name, {
     description: METRICS.storeDuration.help,
     unit: 's',
@@ -107,6 +113,11 @@ export class IdempotencyTelemetry {
     this.gauge(METRICS.sweepInterval).addCallback((result) =>
       this.intervals.forEach((seconds, name) => result.observe(seconds, { table: name })),
     );
+  }
+
+  /** A lookup in the replay cache: answered from it, or not. */
+  replayCacheLookup(hit: boolean): void {
+    this.replayCacheLookups.add(1, { ...this.labels, result: hit ? 'hit' : 'miss' });
   }
 
   request(outcome: RequestOutcome): void {

@@ -167,6 +167,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     let pollMs = FIRST_POLL_MS;
     for (let attempt = 1; ; attempt++) {
       const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
+      if (attempt === 1 && this.cache.enabled) this.telemetry.replayCacheLookup(cached !== undefined);
       if (cached) {
         if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         return { replay: cached.response };

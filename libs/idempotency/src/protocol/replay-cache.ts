@@ -39,6 +39,10 @@ export class ReplayCache {
     if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
   }
 
+  get enabled(): boolean {
+    return this.maxEntries > 0;
+  }
+
   get size(): number {
     return this.entries.size;
   }
