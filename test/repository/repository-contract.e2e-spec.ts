@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { gunzipSync } from 'node:zlib';
-import { DynamoDbIdempotencyRepository, ensureIdempotencyTable, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+import {
+  DynamoDbIdempotencyRepository,
+  ensureIdempotencyTable,
+  IdempotencyRepository,
+  PutCompletedInput,
+  TableLayoutOptions,
+} from 'nestjs-dynamodb-idempotency';
 import {
   describeRepositoryContract,
   InMemoryIdempotencyRepository,
@@ -15,6 +21,14 @@ import { CapturedLogs } from '../support/logs';
 
 /** The contract as users run it, from the published `nestjs-dynamodb-idempotency/testing` entry point. */
 describeRepositoryContract('in-memory', async (clock) => new InMemoryIdempotencyRepository(clock));
+
+/** A store without its own `putCompleted`: the base class's default (a claim, then the completion) keeps the contract. */
+class TwoWriteOptimisticRepository extends InMemoryIdempotencyRepository {
+  override putCompleted(input: PutCompletedInput) {
+    return IdempotencyRepository.prototype.putCompleted.call(this, input);
+  }
+}
+describeRepositoryContract('the default putCompleted', async (clock) => new TwoWriteOptimisticRepository(clock));
 
 const silent = { log: () => undefined, warn: () => undefined };
 

@@ -2,7 +2,13 @@
 export { IdempotencyModule } from './idempotency.module';
 export { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 export { defaultStoreIf } from './options/idempotency.options';
-export type { IdempotencyModuleOptions, IdempotentOptions, Scope, StoreIf } from './options/idempotency.options';
+export type {
+  IdempotencyMode,
+  IdempotencyModuleOptions,
+  IdempotentOptions,
+  Scope,
+  StoreIf,
+} from './options/idempotency.options';
 export type { EncryptionOptions } from './response/response-sealing';
 export { Idempotent } from './decorators/idempotent.decorator';
 export { IdempotentRoute } from './decorators/idempotent-route.metadata';
@@ -57,6 +63,8 @@ export type {
   CompleteResult,
   FailInput,
   GetInput,
+  PutCompletedInput,
+  PutCompletedResult,
   RecordLocation,
   RenewInput,
   ScanInput,

@@ -7,22 +7,25 @@ import { dynamoErrorCode, toStoreError } from './dynamodb-errors';
 /** DynamoDB's limit on the aggregate size of the items in one transaction. */
 const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024;
 
+type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 /** The completion as one action of a transaction, in the DocumentClient's form. */
-export type CompletionUpdate = NonNullable<NonNullable<TransactWriteCommandInput['TransactItems']>[number]['Update']>;
+export type CompletionUpdate = NonNullable<TransactItem['Update']>;
+/** The record's own action in a transaction: the completion (lease mode) or the COMPLETED record's put (optimistic). */
+export type CompletionAction = { Update: CompletionUpdate } | { Put: NonNullable<TransactItem['Put']> };
 
 /**
- * The work's writes and the completion in one `TransactWriteItems`, its `ClientRequestToken` derived from the claim
+ * The work's writes and the completion (last) in one `TransactWriteItems`, its `ClientRequestToken` derived from the claim
  * token: a retry of an attempt that committed unseen (a timeout) is answered by DynamoDB, not applied again. Refused
  * before anything is sent when it would exceed DynamoDB's 4 MB.
  */
 export function commitInput(
   claimToken: string,
   writes: readonly CommitWrite[],
-  completion: CompletionUpdate,
+  completion: CompletionAction,
 ): TransactWriteCommandInput {
   const input: TransactWriteCommandInput = {
     ClientRequestToken: createHash('sha256').update(`commit ${claimToken}`).digest('hex').slice(0, 36),
-    TransactItems: [...writes, { Update: completion }],
+    TransactItems: [...writes, completion],
   };
   const bytes = approximateBytes(input.TransactItems);
   if (bytes > MAX_TRANSACTION_BYTES) {

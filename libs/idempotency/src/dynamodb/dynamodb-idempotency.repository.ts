@@ -23,6 +23,8 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  PutCompletedInput,
+  PutCompletedResult,
   RecordLocation,
   refusal,
   RemoveInput,
@@ -32,6 +34,7 @@ import {
   TransitionResult,
 } from '../repository/idempotency.repository';
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
+import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
 import { recordFromItem, responseAttribute } from './item-mapping';
 import {
@@ -77,6 +80,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     { input: TransactWriteCommandInput; expiresAt: number }
   >();
   private transactionSupport?: Promise<boolean>;
+  private readonly completedPuts: CompletedPutStore;
 
   constructor({
     client,
@@ -92,6 +96,14 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     this.clock = clock;
     this.telemetry = telemetry;
     this.calls = new StoreCalls(this.documents, tableName, telemetry);
+    this.completedPuts = {
+      calls: this.calls,
+      tableName,
+      layout: this.layout,
+      nowSeconds: () => this.clock.nowSeconds(),
+      refused: () => telemetry.conditionRejected(tableName, 'claim'),
+      existing: (location, failed) => this.existingAfterFailedCondition(location, failed),
+    };
   }
 
   async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
@@ -127,6 +139,11 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     const update = completion(responseAttribute(response), now);
     if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
     return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
+  }
+
+  /** Optimistic mode: one conditional `PutItem` (with writes, one `TransactWriteItems`); see `putCompletedRecord`. */
+  override putCompleted(input: PutCompletedInput): Promise<PutCompletedResult> {
+    return putCompletedRecord(this.completedPuts, input);
   }
 
   async fail({ key, partition, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
@@ -225,7 +242,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         Key: this.layout.documentKey(location.key, location.partition),
         ...guarded(this.layout, claimToken, expiresAt, transition),
       };
-      request = { input: commitInput(claimToken, writes, completion), expiresAt };
+      request = { input: commitInput(claimToken, writes, { Update: completion }), expiresAt };
       this.transactions.set(writes, request);
     }
     try {

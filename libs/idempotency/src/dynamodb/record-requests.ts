@@ -7,7 +7,7 @@ import {
   UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { RecordLocation } from '../repository/idempotency.repository';
-import { attributeValues, names, recordItem } from './item-mapping';
+import { attributeValues, names, RecordItem, recordItem } from './item-mapping';
 import { TableLayout } from './table-layout';
 
 /**
@@ -34,15 +34,59 @@ export interface ClaimRequest extends RecordLocation {
 /** Claim (1): put a PENDING record with a fresh claim token, first writer wins; the old item comes back on a loss. */
 export function claimRequest(tableName: string, layout: TableLayout, claim: ClaimRequest): PutItemCommandInput {
   const { key, partition, claimToken, fingerprint, nowSeconds, leaseSeconds, clockSkewSeconds } = claim;
+  const item: RecordItem = {
+    status: 'PENDING',
+    expires_at: nowSeconds + leaseSeconds,
+    claim_token: claimToken,
+    fingerprint,
+    pending_since: nowSeconds,
+  };
+  return claimablePut(tableName, layout, { key, partition }, item, nowSeconds, clockSkewSeconds);
+}
+
+export interface CompletedPutRequest extends RecordLocation {
+  claimToken: string;
+  fingerprint: string;
+  response: string | Uint8Array;
+  nowSeconds: number;
+  ttlSeconds: number;
+  clockSkewSeconds: number;
+}
+
+/**
+ * Optimistic mode's one write: the COMPLETED record put where a claim would win, first writer wins; the old item (the
+ * winner's, with its response) comes back on a loss.
+ */
+export function completedPutRequest(
+  tableName: string,
+  layout: TableLayout,
+  put: CompletedPutRequest,
+): PutItemCommandInput {
+  const { key, partition, claimToken, fingerprint, response, nowSeconds, ttlSeconds, clockSkewSeconds } = put;
+  const item: RecordItem = {
+    status: 'COMPLETED',
+    expires_at: nowSeconds + ttlSeconds,
+    claim_token: claimToken,
+    fingerprint,
+    pending_since: nowSeconds,
+    completed_at: nowSeconds,
+    response,
+  };
+  return claimablePut(tableName, layout, { key, partition }, item, nowSeconds, clockSkewSeconds);
+}
+
+/** A record put under the claim's condition (`CLAIMABLE`). */
+function claimablePut(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition }: RecordLocation,
+  item: RecordItem,
+  nowSeconds: number,
+  clockSkewSeconds: number,
+): PutItemCommandInput {
   return {
     TableName: tableName,
-    Item: recordItem(layout, key, partition, {
-      status: 'PENDING',
-      expires_at: nowSeconds + leaseSeconds,
-      claim_token: claimToken,
-      fingerprint,
-      pending_since: nowSeconds,
-    }),
+    Item: recordItem(layout, key, partition, item),
     ConditionExpression: CLAIMABLE,
     ExpressionAttributeNames: names(layout, CLAIMABLE),
     ExpressionAttributeValues: attributeValues({

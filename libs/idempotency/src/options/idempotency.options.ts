@@ -110,6 +110,9 @@ export type PartitionKeyValue = string | ((context: ExecutionContext, request?: 
 export type Scope = ((context: ExecutionContext, request?: any) => string | undefined) | false;
 
 /** Per-route options of `@Idempotent()`. */
+/** How a call protects its key: claimed before the work (`lease`), or stored once after it (`optimistic`). */
+export type IdempotencyMode = 'lease' | 'optimistic';
+
 export interface IdempotentOptions {
   /** Overrides the module's `scope` for this route (e.g. `false` on a webhook keyed by the event id). */
   scope?: Scope;
@@ -147,4 +150,10 @@ export interface IdempotentOptions {
   name?: string;
   /** Overrides the module's `partitionKeyValue` for this route (sort-key layouts). */
   partitionKeyValue?: PartitionKeyValue;
+  /**
+   * `'optimistic'`: no claim before the handler; its outcome is stored in one write after it (one DynamoDB call for
+   * a first request), and concurrent duplicates may each run it. Only for handlers whose effects are `commitWith`
+   * writes and `deriveKey`-keyed calls (docs/optimistic-mode.md). Default `'lease'`.
+   */
+  mode?: IdempotencyMode;
 }

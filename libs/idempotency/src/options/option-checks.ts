@@ -68,6 +68,7 @@ export function validateCallSettings(
     keyFrom?: unknown;
     name?: unknown;
     partitionKeyValue?: unknown;
+    mode?: unknown;
   },
   where: string,
   clockSkewSeconds?: number,
@@ -83,7 +84,16 @@ export function validateCallSettings(
         'still being renewed. Lower clockSkewSeconds or raise pendingTtlSeconds.',
     );
   }
-  const { waitMs, storeIf, keyFrom, name, partitionKeyValue } = settings;
+  const { waitMs, storeIf, keyFrom, name, partitionKeyValue, mode } = settings;
+  if (mode !== undefined && mode !== 'lease' && mode !== 'optimistic') {
+    throw new Error(`${where}: idempotency option mode must be 'lease' or 'optimistic', got ${JSON.stringify(mode)}`);
+  }
+  if (mode === 'optimistic' && waitMs) {
+    throw new Error(
+      `${where}: idempotency option waitMs has no effect with mode 'optimistic' (a duplicate never waits: it runs, ` +
+        'and gets the first stored outcome). Remove waitMs, or use the lease mode.',
+    );
+  }
   if (name !== undefined && (typeof name !== 'string' || name.length === 0 || name.includes('#'))) {
     throw new Error(
       `${where}: idempotency option name must be a non-empty string without '#', got ${JSON.stringify(name)}`,

@@ -1,7 +1,7 @@
 import { Reflector } from '@nestjs/core';
 import { CLASS_PROTECTED_METHODS, IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
 import { METHOD_METADATA } from '../nest-internals';
-import { IdempotentOptions } from './idempotency.options';
+import { IdempotencyMode, IdempotentOptions } from './idempotency.options';
 import { clockSkewFor } from './option-checks';
 import { ResolvedIdempotencyOptions } from './resolved-options';
 
@@ -14,6 +14,13 @@ export interface CallSettings {
   retryAfterSeconds?: number;
   /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
   waitMs?: number;
+  /**
+   * `'lease'` (default): the key is claimed before the work runs, so it runs once. `'optimistic'`: no claim; the
+   * work runs, then one write stores its outcome (with its `commitWith` writes) if no other call stored one first;
+   * concurrent duplicates may each run the work, and all but the first to store get the first's outcome. Safe only
+   * for work whose effects are `commitWith` writes and calls keyed by `deriveKey` (docs/optimistic-mode.md).
+   */
+  mode?: IdempotencyMode;
 }
 
 /** The settings one call runs with, every field filled in. */
@@ -26,6 +33,7 @@ export interface CallPolicy {
   waitMs: number;
   /** How far another process's clock may run ahead (see `clockSkewSeconds`). */
   clockSkewSeconds: number;
+  mode: IdempotencyMode;
 }
 
 /**
@@ -41,6 +49,7 @@ export function callPolicy(settings: CallSettings, options: ResolvedIdempotencyO
     ttlSeconds: settings.ttlSeconds ?? options.ttlSeconds,
     waitMs: settings.waitMs ?? 0,
     clockSkewSeconds: clockSkewFor(leaseSeconds, options.clockSkewSeconds),
+    mode: settings.mode ?? 'lease',
   };
 }
 

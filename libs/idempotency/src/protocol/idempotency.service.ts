@@ -5,8 +5,6 @@ import {
   IdempotencyInFlightError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
-  IdempotencyRecordUnreadableError,
-  IdempotencyResultNotStoredError,
 } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { fingerprintValue } from '../keys/fingerprint';
@@ -19,13 +17,14 @@ import { validateCallSettings } from '../options/option-checks';
 import { callPolicy } from '../options/route-settings';
 import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
-import { UnreadableRecordError } from '../response/response-sealing';
 import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { IdempotencyContext } from './idempotency-context';
 import { KeyOwner } from './key-owner';
+import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
+import { completedResponse } from './completed-response';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { Flight, localOwner, SingleFlight } from './single-flight';
@@ -57,6 +56,7 @@ export class IdempotencyService implements OnApplicationShutdown {
   private readonly cache: ReplayCache;
   private readonly flights: SingleFlight;
   private readonly owner: KeyOwner;
+  private readonly optimistic: OptimisticRun;
 
   constructor(
     private readonly repository: IdempotencyRepository,
@@ -76,9 +76,15 @@ export class IdempotencyService implements OnApplicationShutdown {
       sealer: options.sealer,
       failedTtlSeconds: options.failedTtlSeconds,
     });
-    this.owner = new KeyOwner(repository, telemetry, recorder, {
-      canCommitWith: () => readiness.commitSupported(),
-      tracked: () => tracking.tracked,
+    const environment = { canCommitWith: () => readiness.commitSupported(), tracked: () => tracking.tracked };
+    this.owner = new KeyOwner(repository, telemetry, recorder, environment);
+    this.optimistic = new OptimisticRun({
+      ...environment,
+      repository,
+      clock,
+      telemetry,
+      cache: this.cache,
+      sealer: options.sealer,
     });
   }
 
@@ -140,7 +146,11 @@ export class IdempotencyService implements OnApplicationShutdown {
     try {
       const call = await work.describe();
       if (!call) return await work.execute();
-      const acquired = await this.acquire(call);
+      const acquired =
+        call.mode === 'optimistic'
+          ? (this.cachedReplay(call, true) ?? (await this.optimistic.run(call, work)))
+          : await this.acquire(call);
+      if ('result' in acquired) return acquired.result;
       if ('replay' in acquired) {
         this.telemetry.request('replayed');
         return work.replay(acquired.replay);
@@ -166,12 +176,8 @@ export class IdempotencyService implements OnApplicationShutdown {
     const waitUntil = performance.now() + call.waitMs;
     let pollMs = FIRST_POLL_MS;
     for (let attempt = 1; ; attempt++) {
-      const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
-      if (attempt === 1 && this.cache.enabled) this.telemetry.replayCacheLookup(cached !== undefined);
-      if (cached) {
-        if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
-        return { replay: cached.response };
-      }
+      const cached = this.cachedReplay(call, attempt === 1);
+      if (cached) return cached;
       const { claim, flight, local } = await this.flights.claim(call);
       if (claim.claimed && !local) return { claimToken: claim.claimToken, flight };
 
@@ -181,7 +187,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       while (existing && !isClaimable(existing, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
-          const response = this.completedResponse(existing);
+          const response = completedResponse(existing, this.options.sealer, this.logger);
           this.cache.set(call.recordKey, {
             fingerprint: existing.fingerprint,
             expiresAt: existing.expiresAt,
@@ -207,22 +213,13 @@ export class IdempotencyService implements OnApplicationShutdown {
     }
   }
 
-  /** A COMPLETED record's response, opened when sealed. One that cannot be replayed fails closed: it never runs again. */
-  private completedResponse(record: IdempotencyRecord): StoredResponse {
-    const response = record.response;
-    if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
-    if (!this.options.sealer) return response;
-    try {
-      return this.options.sealer.open(record.key, response);
-    } catch (error) {
-      const reason = error instanceof UnreadableRecordError ? error.message : `it cannot be decoded (${String(error)})`;
-      this.logger.error({
-        msg: 'stored response unreadable; answering 500 record-unreadable, never re-running',
-        key: record.key,
-        reason,
-      });
-      throw new IdempotencyRecordUnreadableError(reason);
-    }
+  /** A replay from the cache, when this process has seen the key COMPLETED (a different request is a mismatch). */
+  private cachedReplay(call: ProtectedCall, counted: boolean): { replay: StoredResponse } | undefined {
+    const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
+    if (counted && this.cache.enabled) this.telemetry.replayCacheLookup(cached !== undefined);
+    if (!cached) return undefined;
+    if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
+    return { replay: cached.response };
   }
 }
 

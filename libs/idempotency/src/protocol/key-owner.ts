@@ -1,12 +1,12 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import { Flight } from './single-flight';
+import { captured, capturedError, isFinal } from './work-outcome';
 
 /** What the owner needs to know when its run starts. */
 export interface OwnerEnvironment {
@@ -56,20 +56,20 @@ export class KeyOwner {
         result = await runInClaim(claim, () => work.execute(boundContext(claim)), this.environment.tracked());
       } catch (error) {
         // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
-        const stored = this.capturedError(call, work, error);
+        const stored = capturedError(this.logger, call, work, error);
         await this.recorder.settle(
           call,
           claimToken,
-          stored && this.isFinal(call, work, stored, error) ? stored : undefined,
+          stored && isFinal(this.logger, call, work, stored, error) ? stored : undefined,
         );
         throw error;
       } finally {
         claim.open = false;
       }
-      const stored = this.captured(call, work, result);
+      const stored = captured(this.logger, call, work, result);
       // Writes make the outcome final whatever storeIf says: they are committed with it, so their effects exist.
       if (claim.writes.length > 0) return await this.recorder.commit(call, claimToken, stored, claim.writes, result);
-      await this.recorder.settle(call, claimToken, this.isFinal(call, work, stored) ? stored : undefined);
+      await this.recorder.settle(call, claimToken, isFinal(this.logger, call, work, stored) ? stored : undefined);
       return result;
     } finally {
       heartbeat.stop();
@@ -81,55 +81,5 @@ export class KeyOwner {
   stopRenewing(): void {
     for (const heartbeat of this.heartbeats) heartbeat.stop();
     this.heartbeats.clear();
-  }
-
-  /** What to store for a result; a result that cannot be stored (or whose capture throws) is recorded without a body. */
-  private captured<T>(call: ProtectedCall, work: ProtectedWork<T>, result: T): StoredResponse {
-    let stored: StoredResponse;
-    try {
-      stored = work.capture(result);
-    } catch (error) {
-      stored = { statusCode: 200, headers: {}, bodyOmitted: true };
-      this.logger.error({ msg: 'capturing the result failed', key: call.recordKey, error: String(error) });
-    }
-    if (stored.bodyOmitted) {
-      this.logger.warn({
-        msg: 'result cannot be stored for replay (a raw stream, or not JSON): recorded as done without a body; duplicates get 409 response-not-stored',
-        key: call.recordKey,
-      });
-    }
-    return stored;
-  }
-
-  /**
-   * `storeIf`'s verdict. Without one, results are final and errors are not; a `storeIf` that throws is logged and
-   * read the same way (a result's work is done; an error's may be retried).
-   */
-  private isFinal<T>(call: ProtectedCall, work: ProtectedWork<T>, stored: StoredResponse, error?: unknown): boolean {
-    const fallback = error === undefined;
-    try {
-      return work.isFinal?.(stored, error) ?? fallback;
-    } catch (storeIfError) {
-      this.logger.error({
-        msg: `storeIf threw; the outcome is ${fallback ? 'stored' : 'not stored'}`,
-        key: call.recordKey,
-        error: String(storeIfError),
-      });
-      return fallback;
-    }
-  }
-
-  /** What to store for a thrown error when it is final; undefined releases the key (also when capturing throws). */
-  private capturedError<T>(call: ProtectedCall, work: ProtectedWork<T>, error: unknown): StoredResponse | undefined {
-    try {
-      return work.captureError?.(error);
-    } catch (captureError) {
-      this.logger.error({
-        msg: 'capturing the error failed; the key is released',
-        key: call.recordKey,
-        error: String(captureError),
-      });
-      return undefined;
-    }
   }
 }

@@ -198,7 +198,7 @@ export class OutcomeRecorder {
 }
 
 /** Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. */
-async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
+export async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
   const deadline = performance.now() + SETTLE_RETRY_BUDGET_MS;
   for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1000)) {
     try {
@@ -213,7 +213,7 @@ async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
 }
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
-function describeWrite(write: CommitWrite | undefined): string {
+export function describeWrite(write: CommitWrite | undefined): string {
   const [action, target] = Object.entries(write ?? {})[0] ?? ['write', undefined];
   const table = (target as { TableName?: string } | undefined)?.TableName;
   return table ? `${action} on ${table}` : action;

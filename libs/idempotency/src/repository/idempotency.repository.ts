@@ -85,6 +85,29 @@ export type TransitionResult =
 export type CompleteResult =
   TransitionResult | { ok: false; reason: 'commit_rejected'; writeIndex: number; current?: undefined };
 
+/**
+ * Optimistic mode's one write: a COMPLETED record put where a claim would win (a new key, a FAILED record, an expired
+ * one), with the work's `commitWith` writes in the same transaction.
+ */
+export interface PutCompletedInput extends RecordLocation {
+  fingerprint: string;
+  response: StoredResponse;
+  ttlSeconds: number;
+  /** As for a claim: a lease is replaced only once it is this many seconds past its end. Default 0. */
+  clockSkewSeconds?: number;
+  /** Only given when `supportsCommitWith()` is true. */
+  writes?: readonly CommitWrite[];
+}
+
+/**
+ * Stored (`expiresAt` is the record's), or not: another call's record is there (`current`, its response included:
+ * the winner's outcome to replay), or one of the work's own writes failed its condition and nothing was written.
+ */
+export type PutCompletedResult =
+  | { ok: true; expiresAt: number }
+  | { ok: false; reason: 'exists'; current: IdempotencyRecord }
+  | { ok: false; reason: 'commit_rejected'; writeIndex: number };
+
 /** Why a guarded write on `claimToken` was refused, from the record as it is now. */
 export function refusal(claimToken: string, current: IdempotencyRecord | undefined): TransitionResult & { ok: false } {
   const ours = current?.claimToken === claimToken;
@@ -92,6 +115,9 @@ export function refusal(claimToken: string, current: IdempotencyRecord | undefin
   if (ours && current?.status === 'FAILED') return { ok: false, reason: 'already_failed', current };
   return { ok: false, reason: 'lease_lost', current };
 }
+
+/** The lease of the default `putCompleted`'s claim: how long its record could stay PENDING if the process died. */
+const DEFAULT_PUT_COMPLETED_LEASE_SECONDS = 10;
 
 /**
  * Where idempotency records live. An abstract class so that it is its own DI token:
@@ -112,6 +138,27 @@ export abstract class IdempotencyRepository {
    * transaction with them.
    */
   abstract complete(input: CompleteInput): Promise<CompleteResult>;
+
+  /**
+   * Optimistic mode: the COMPLETED record in one write, first writer wins. Stores should do it in one conditional
+   * write (DynamoDB: a `PutItem`, or a `TransactWriteItems` with the writes). This default takes two: a claim, then
+   * the completion.
+   */
+  async putCompleted(input: PutCompletedInput): Promise<PutCompletedResult> {
+    const { key, partition, response, ttlSeconds, writes } = input;
+    const claim = await this.claim({ ...input, leaseSeconds: DEFAULT_PUT_COMPLETED_LEASE_SECONDS });
+    if (!claim.claimed) return { ok: false, reason: 'exists', current: claim.existing };
+    const { claimToken } = claim;
+    const completion = await this.complete({ key, partition, claimToken, response, ttlSeconds, writes });
+    if (completion.ok) return completion;
+    if (completion.reason === 'commit_rejected') {
+      await this.fail({ key, partition, claimToken, ttlSeconds });
+      return completion;
+    }
+    const current = completion.current ?? (await this.get({ key, partition }));
+    if (!current) throw new Error(`${this.constructor.name}: the record of ${key} vanished while it was stored`);
+    return { ok: false, reason: 'exists', current };
+  }
 
   /** PENDING → FAILED, only while `claimToken` still owns the record. A FAILED key is claimable at once. */
   abstract fail(input: FailInput): Promise<TransitionResult>;

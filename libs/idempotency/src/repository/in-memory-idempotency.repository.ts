@@ -10,6 +10,8 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  PutCompletedInput,
+  PutCompletedResult,
   refusal,
   RemoveInput,
   RemoveResult,
@@ -96,6 +98,28 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     }));
     if (result.ok && writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return result;
+  }
+
+  override async putCompleted(input: PutCompletedInput): Promise<PutCompletedResult> {
+    const { key, partition, fingerprint, response, ttlSeconds, clockSkewSeconds = 0, writes } = input;
+    const now = this.clock.nowSeconds();
+    const existing = this.records.get(key);
+    if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
+      return { ok: false, reason: 'exists', current: readRecord(existing) };
+    }
+    const record: StoredRecord = {
+      key,
+      status: 'COMPLETED',
+      expiresAt: now + ttlSeconds,
+      claimToken: randomUUID(),
+      fingerprint,
+      pendingSince: now,
+      completedAt: now,
+      response: JSON.stringify(response),
+    };
+    this.write(partition === undefined ? record : { ...record, partition });
+    if (writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
+    return { ok: true, expiresAt: record.expiresAt };
   }
 
   override async supportsCommitWith(): Promise<boolean> {

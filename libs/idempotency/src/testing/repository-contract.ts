@@ -4,6 +4,7 @@ import { adminCases } from './contract-admin';
 import { claimCases } from './contract-claims';
 import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
+import { optimisticCases } from './contract-optimistic';
 import { ManualClock } from './manual-clock';
 
 export type { TestFunctions } from './contract-context';
@@ -34,7 +35,7 @@ export interface ContractOptions extends Partial<TestFunctions> {
 
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
- * claims, complete, fail and renew fenced by the claim token, expired leases taken over, retention, round-tripped
+ * claims, complete, fail and renew fenced by the claim token, optimistic mode's one-write put, expired leases taken over, retention, round-tripped
  * responses, the scan in pages, the retried claim whose first attempt landed, and an operator's removal of one record. The module's own DynamoDB and in-memory repositories
  * pass it.
  *
@@ -95,6 +96,7 @@ export function describeRepositoryContract(
 
     claimCases(context);
     leaseCases(context);
+    optimisticCases(context);
     if (removes) adminCases(context, { partitions });
   });
 }

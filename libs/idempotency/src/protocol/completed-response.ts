@@ -1,0 +1,26 @@
+import { Logger } from '@nestjs/common';
+import { IdempotencyRecordUnreadableError, IdempotencyResultNotStoredError } from '../errors/idempotency.errors';
+import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
+import { ResponseSealer, UnreadableRecordError } from '../response/response-sealing';
+
+/** A COMPLETED record's response, opened when sealed. One that cannot be replayed fails closed: it never runs again. */
+export function completedResponse(
+  record: IdempotencyRecord,
+  sealer: ResponseSealer | undefined,
+  logger: Logger,
+): StoredResponse {
+  const response = record.response;
+  if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
+  if (!sealer) return response;
+  try {
+    return sealer.open(record.key, response);
+  } catch (error) {
+    const reason = error instanceof UnreadableRecordError ? error.message : `it cannot be decoded (${String(error)})`;
+    logger.error({
+      msg: 'stored response unreadable; answering 500 record-unreadable, never re-running',
+      key: record.key,
+      reason,
+    });
+    throw new IdempotencyRecordUnreadableError(reason);
+  }
+}

@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Body, Controller, HttpException, Inject, Injectable, Post } from '@nestjs/common';
+import {
+  Idempotent,
+  IdempotencyContext,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+} from 'nestjs-dynamodb-idempotency';
+
+export const ORDERS_TABLE = Symbol('ORDERS_TABLE');
+
+/** How often each handler ran. */
+@Injectable()
+export class OptimisticRuns {
+  orders = 0;
+  quotes = 0;
+}
+
+export interface OrderBody {
+  item: string;
+  /** Hold the handler this long (concurrent duplicates overlap). */
+  delayMs?: number;
+  /** A second write whose condition fails (`attribute_exists` on an absent item): the commit is rejected. */
+  refused?: boolean;
+  /** Fail with a 402 (a final error under the default storeIf). */
+  declined?: boolean;
+}
+
+/**
+ * `POST /orders` in optimistic mode: a new order (a fresh id every run) handed to `commitWith`, so it exists only with
+ * the key's COMPLETED record. `POST /quotes`: optimistic, no effects at all (one `PutItem`, also on dynalite).
+ */
+@Controller()
+export class OptimisticController {
+  constructor(
+    private readonly context: IdempotencyContext,
+    private readonly runs: OptimisticRuns,
+    @Inject(ORDERS_TABLE) private readonly ordersTable: string,
+  ) {}
+
+  @Post('orders')
+  @Idempotent({ mode: 'optimistic' })
+  async order(@Body() body: OrderBody) {
+    this.runs.orders += 1;
+    if (body.delayMs) await sleep(body.delayMs);
+    if (body.declined) throw new PaymentDeclined();
+    const order = { id: randomUUID(), item: body.item };
+    this.context.commitWith({
+      Put: { TableName: this.ordersTable, Item: order, ConditionExpression: 'attribute_not_exists(id)' },
+    });
+    if (body.refused) {
+      this.context.commitWith({
+        ConditionCheck: {
+          TableName: this.ordersTable,
+          Key: { id: 'never-written' },
+          ConditionExpression: 'attribute_exists(id)',
+        },
+      });
+    }
+    return order;
+  }
+
+  @Post('quotes')
+  @Idempotent({ mode: 'optimistic' })
+  async quote(@Body() body: { item: string; delayMs?: number }) {
+    this.runs.quotes += 1;
+    if (body.delayMs) await sleep(body.delayMs);
+    return { quoteId: randomUUID(), item: body.item };
+  }
+}
+
+class PaymentDeclined extends HttpException {
+  constructor() {
+    super({ message: 'declined' }, 402);
+  }
+}
+
+export function optimisticModule(
+  client: DynamoDBClient,
+  tableName: string,
+  ordersTable: string,
+  options: IdempotencyModuleOptions = {},
+) {
+  return {
+    imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false }, ...options })],
+    controllers: [OptimisticController],
+    providers: [OptimisticRuns, { provide: ORDERS_TABLE, useValue: ordersTable }],
+  };
+}
