@@ -21,8 +21,13 @@ export const MAX_KEY_LENGTH = 255;
 
 /** DynamoDB rejects items over 400 KB; leave room for the other attributes. */
 export const MAX_STORED_RESPONSE_BYTES = 380 * 1024;
-/** Responses above this are gzipped before storing: write cost is per KB. */
-export const COMPRESS_RESPONSE_ABOVE_BYTES = 16 * 1024;
+/**
+ * Responses above this (as JSON) are gzipped before storing. DynamoDB bills a write per KB of the item (and a refused
+ * claim over a completed item per KB of that item): above about 0.7 KB a response makes the item (with its other
+ * attributes) larger than 1 KB, and typical JSON gzips 3–6 times, so this is where compression starts saving units
+ * (measured: bench/RESULTS.md, capacity units).
+ */
+export const COMPRESS_RESPONSE_ABOVE_BYTES = 700;
 
 /** How often a lost claim is retried when the existing item turns out to be claimable (gone, expired, failed). */
 export const MAX_CLAIM_ATTEMPTS = 3;

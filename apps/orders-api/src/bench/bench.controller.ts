@@ -107,6 +107,13 @@ export class BenchController {
     }
   }
 
+  @Post('optimistic')
+  @HttpCode(200)
+  @Idempotent({ mode: 'optimistic' })
+  optimistic(@Body() body: unknown) {
+    return work(body);
+  }
+
   /**
    * The floor: a conditional PutItem claims the key (the module's item shape), the work runs, a conditional UpdateItem
    * completes it with the response as JSON. A lost claim reads the item (`GetItem`, consistent: dynalite returns
@@ -114,23 +121,16 @@ export class BenchController {
    */
   @Post('floor')
   @HttpCode(200)
-  async floor(@Headers('idempotency-key') key: string, @Body() body: unknown) {
-    const pk = `POST /bench/floor#${key}`;
-    const now = Math.floor(Date.now() / 1000);
-    const claimToken = randomUUID();
-    try {
-      await floorCalls.claim(this.documents, this.tableName, pk, claimToken, now);
-    } catch (error) {
-      if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
-      const { Item } = await this.documents.send(
-        new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }),
-      );
-      if (Item?.status !== 'COMPLETED') throw new ConflictException('in progress');
-      return JSON.parse(Item.response as string).body;
-    }
-    const result = work(body);
-    await floorCalls.complete(this.documents, this.tableName, pk, claimToken, now, result);
-    return result;
+  floor(@Headers('idempotency-key') key: string, @Body() body: unknown) {
+    return this.floorCalls('POST /bench/floor', key, body);
+  }
+
+  /** The floor inside a pass-through interceptor: what any interceptor that makes those calls must pay. */
+  @Post('floor-intercepted')
+  @HttpCode(200)
+  @UseInterceptors(PassThroughInterceptor)
+  floorIntercepted(@Headers('idempotency-key') key: string, @Body() body: unknown) {
+    return this.floorCalls('POST /bench/floor-intercepted', key, body);
   }
 
   /** Calls so far, CPU time used (µs), and the monotonic clock (µs) that `--cpu-prof` timestamps samples with. */
@@ -146,6 +146,25 @@ export class BenchController {
   exit() {
     setTimeout(() => process.exit(0), 50);
     return { exiting: true };
+  }
+
+  private async floorCalls(route: string, key: string, body: unknown) {
+    const pk = `${route}#${key}`;
+    const now = Math.floor(Date.now() / 1000);
+    const claimToken = randomUUID();
+    try {
+      await floorCalls.claim(this.documents, this.tableName, pk, claimToken, now);
+    } catch (error) {
+      if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
+      const { Item } = await this.documents.send(
+        new GetCommand({ TableName: this.tableName, Key: { pk }, ConsistentRead: true }),
+      );
+      if (Item?.status !== 'COMPLETED') throw new ConflictException('in progress');
+      return JSON.parse(Item.response as string).body;
+    }
+    const result = work(body);
+    await floorCalls.complete(this.documents, this.tableName, pk, claimToken, now, result);
+    return result;
   }
 }
 

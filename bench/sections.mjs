@@ -1,0 +1,165 @@
+// Sections of bench/RESULTS.md beyond the throughput runs: the goals, the latency of first requests, and the capacity
+// units per request (bench/capacity.ts, on DynamoDB Local). Used by bench.mjs.
+import { execFileSync, spawnSync } from 'node:child_process';
+
+const OURS = '/bench/idempotent';
+const f2 = (n) => n.toFixed(2);
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const spreadOf = (values) => ({ median: median(values), min: Math.min(...values), max: Math.max(...values) });
+const show = ({ median: m, min, max }) => `${f2(m)} [${f2(min)}–${f2(max)}]`;
+
+/** bench/capacity.ts's figures, or why they could not be measured (DynamoDB Local needs Java 17+). */
+export function measureCapacity() {
+  const java = spawnSync('java', ['-version'], { encoding: 'utf8' });
+  if (java.error) return { unavailable: 'no java on PATH (DynamoDB Local needs Java 17+)' };
+  const root = new URL('..', import.meta.url).pathname;
+  const output = execFileSync(
+    process.execPath,
+    [`${root}test/support/run-ts.cjs`, `${root}bench/capacity.ts`, '--json'],
+    {
+      encoding: 'utf8',
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' },
+    },
+  );
+  console.log('capacity units measured on DynamoDB Local');
+  return JSON.parse(output);
+}
+
+/** Per-round ratios of one route's figure to another's in a scenario. */
+const perRound = (result, ours, other, figure) =>
+  spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
+
+/** The goals of the performance issue, each with its measured median and range and whether it is met. */
+export function goalsSection({ find, ratio, capacity, latency }) {
+  const rows = [];
+  const goal = (text, spread, target, meets) => {
+    const met = meets(spread.median);
+    const whole = meets(spread.min) && meets(spread.max);
+    rows.push(
+      `| ${text} | ${show(spread)} | ${target} | ${met ? (whole ? 'met' : 'met (median; not the whole range)') : '**not met**'} |`,
+    );
+  };
+  for (const scenario of ['new key every request', 'replays, cache off']) {
+    goal(
+      `${scenario}: CPU per request ÷ \`/bench/floor-intercepted\``,
+      ratio(find(scenario), '/bench/floor-intercepted', 'cpuMicrosPerRequest'),
+      '≤ 1.05',
+      (x) => x <= 1.05,
+    );
+  }
+  goal(
+    'in-memory store, new key: CPU per request ÷ `/bench/intercepted`',
+    ratio(find('in-memory store, new key'), '/bench/intercepted', 'cpuMicrosPerRequest'),
+    '≤ 1.15',
+    (x) => x <= 1.15,
+  );
+  goal(
+    'replays, cache on: throughput ÷ `/bench/intercepted`',
+    ratio(find('replays, cache on'), '/bench/intercepted', 'rps'),
+    '≥ 1.00',
+    (x) => x >= 1,
+  );
+  if (latency) {
+    goal(
+      'first requests, p50 latency: optimistic ÷ lease mode',
+      perRound(latency, '/bench/optimistic', OURS, 'p50'),
+      '≤ 0.60',
+      (x) => x <= 0.6,
+    );
+  }
+  if (capacity?.measured) {
+    const units = (mode, kb, which) => {
+      const entry = capacity.measured.find((m) => m.mode === mode && m.kb === kb)[which];
+      return entry.write + entry.read;
+    };
+    const sizes = [...new Set(capacity.measured.map((m) => m.kb))];
+    for (const mode of ['lease', 'optimistic']) {
+      const worst = Math.max(
+        ...sizes.flatMap((kb) => ['first', 'replay'].map((w) => units(mode, kb, w) / units('powertools', kb, w))),
+      );
+      rows.push(
+        `| capacity units, ${mode} mode ÷ Powertools, worst of every size, first request and replay | ${f2(worst)} | ≤ 1.00 | ${worst <= 1 ? 'met' : '**not met**'} |`,
+      );
+      const at20 = units(mode, 20, 'first') / units('powertools', 20, 'first');
+      rows.push(
+        `| capacity units of a first request at 20 KB, ${mode} mode ÷ Powertools | ${f2(at20)} | ≤ 0.50 | ${at20 <= 0.5 ? 'met' : '**not met**'} |`,
+      );
+    }
+  }
+  return `## Goals
+
+Ratios are per round (adjacent runs), **median [min–max]**; "met" when the median meets the target and so does every
+round, "met (median…)" when some round does not. Capacity units are counts, not timings (one measurement each).
+
+| goal | measured | target | |
+|---|---:|---:|---|
+${rows.join('\n')}`;
+}
+
+/** p50 and p99 of first requests per route, with every DynamoDB call delayed. */
+export function latencySection(result, { f0, LATENCY_MS, LATENCY_CONNECTIONS }) {
+  if (!result) return '';
+  const rows = Object.entries(result.runs).map(([route, runs]) => {
+    const p50 = spreadOf(runs.map((run) => run.p50));
+    const p99 = spreadOf(runs.map((run) => run.p99));
+    const calls = median(runs.map((run) => run.callsPerRequest));
+    return `| \`${route}\` | ${f0(p50.median)} [${f0(p50.min)}–${f0(p50.max)}] | ${f0(p99.median)} [${f0(p99.min)}–${f0(p99.max)}] | ${f2(calls)} |`;
+  });
+  return `## Latency of a first request (every DynamoDB call ${LATENCY_MS} ms)
+
+A proxy in front of dynalite holds every DynamoDB call ${LATENCY_MS} ms (\`BENCH_LATENCY_MS\`), about a same-Region round
+trip; ${LATENCY_CONNECTIONS} connections (\`BENCH_LATENCY_CONNECTIONS\`), a new key per request, routes interleaved as
+above. \`/bench/optimistic\` is \`@Idempotent({ mode: 'optimistic' })\` ([docs/optimistic-mode.md](../docs/optimistic-mode.md)):
+one conditional \`PutItem\` after the handler instead of a claim before it and a completion after.
+
+| route | p50 ms, median [min–max] over rounds | p99 ms | DynamoDB calls / request |
+|---|---:|---:|---:|
+${rows.join('\n')}
+
+Optimistic ÷ lease p50, per round: **${show(perRound(result, '/bench/optimistic', OURS, 'p50'))}**.`;
+}
+
+/** Capacity units per first request and per uncached replay, by response size and mode. */
+export function capacitySection(capacity) {
+  if (!capacity) return '';
+  if (capacity.unavailable) return `## Capacity units\n\nNot measured on this machine: ${capacity.unavailable}.`;
+  const cell = ({ write, read, computed }) =>
+    `${write} W${read ? ` + ${read} R` : ''}${computed ? ` (${computed} computed)` : ''}`;
+  const rows = capacity.measured.map(
+    ({ mode, kb, first, replay }) => `| ${kb} KB | ${mode} | ${cell(first)} | ${cell(replay)} |`,
+  );
+  const thresholds = capacity.thresholds.map(
+    ({ kb, plain, gzipped }) => `| ${kb} KB | ${plain} | ${gzipped} | ${f2(plain / gzipped)} |`,
+  );
+  return `## Capacity units (\`bench/capacity.ts\`, on DynamoDB Local)
+
+Write (W) and read (R) capacity units of one first request and of one uncached replay (a second call with the same
+key, the replay cache off), for a JSON response of each size (a list of order lines: as compressible as typical API
+JSON; random bytes would not compress). The module through \`IdempotencyService.execute\` (the same DynamoDB calls as a
+route), Powertools' \`makeIdempotent\` with its \`DynamoDBPersistenceLayer\`, each on its own table. Units are DynamoDB
+Local's \`ConsumedCapacity\` (\`ReturnConsumedCapacity: TOTAL\`) for every call that succeeds. A refused conditional
+write is billed too, but its error carries no \`ConsumedCapacity\`: those units are **computed** from DynamoDB's rules
+(1 write unit per KB of the larger of the item before and after, the item's size being its attribute names and
+values) and marked. DynamoDB Local bills Powertools' completing \`UpdateItem\` at fewer units than that rule gives for
+the item it writes (its response is stored as escaped JSON text, about 1.5 × the response), so Powertools' first
+requests are if anything under-counted here.
+
+| response | mode | first request | uncached replay |
+|---|---|---:|---:|
+${rows.join('\n')}
+
+What a replay costs follows from the refused claim (or put): DynamoDB bills it on the stored item's size, so a smaller
+stored item makes every uncached replay cheaper too. Responses are gzipped above 0.7 KB of JSON
+(\`COMPRESS_RESPONSE_ABOVE_BYTES\`), chosen from these sizes: below it the item (with its other attributes, about
+0.25 KB) fits one write unit either way; above it, gzip (3–6 × on this JSON) keeps it to one unit up to about 3 KB.
+
+| response | JSON bytes | gzipped bytes | ratio |
+|---|---:|---:|---:|
+${thresholds.join('\n')}`;
+}
