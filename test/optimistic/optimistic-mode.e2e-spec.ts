@@ -85,8 +85,9 @@ describe.each(ENGINES)('optimistic mode on %s', (engine) => {
     expect(s.proxy.operations).toEqual(['PutItem']);
 
     const records = await scanTable(s.client, s.tableName);
-    const record = records.find((r) => r.item.fingerprint && JSON.parse(r.item.response).body.quoteId);
-    expect(record?.item).toMatchObject({ status: 'COMPLETED' });
+    const { quoteId } = JSON.parse(first.text);
+    const record = records.find((r) => JSON.parse(r.item.response ?? '{}').body?.quoteId === quoteId);
+    expect(record?.item).toMatchObject({ status: 'COMPLETED', claim_token: JSON.parse(first.text).claimToken });
 
     // Another instance runs the handler, its put is refused, and it answers with the stored outcome.
     s.proxy.operations.length = 0;

@@ -67,7 +67,7 @@ export class OptimisticController {
   async quote(@Body() body: { item: string; delayMs?: number }) {
     this.runs.quotes += 1;
     if (body.delayMs) await sleep(body.delayMs);
-    return { quoteId: randomUUID(), item: body.item };
+    return { quoteId: randomUUID(), item: body.item, claimToken: this.context.claimToken };
   }
 }
 

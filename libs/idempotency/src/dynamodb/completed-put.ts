@@ -39,8 +39,9 @@ export async function putCompletedRecord(
 ): Promise<PutCompletedResult> {
   const { key, partition, writes = [], clockSkewSeconds = 0 } = input;
   const response = responseAttribute(input.response);
+  // One token for every attempt: an attempt that landed unseen is recognised by the next one's refusal.
+  const claimToken = input.claimToken ?? randomUUID();
   for (let attempt = 1; ; attempt++) {
-    const claimToken = randomUUID();
     const nowSeconds = store.nowSeconds();
     const put = completedPutRequest(store.tableName, store.layout, {
       ...input,
@@ -53,7 +54,10 @@ export async function putCompletedRecord(
     try {
       if (writes.length === 0) await store.calls.send('claim', new PutItemCommand(put));
       else
-        await store.calls.send('commit', new TransactWriteCommand(commitInput(claimToken, writes, documentPut(put))));
+        await store.calls.send(
+          'commit',
+          new TransactWriteCommand(commitInput(`${claimToken} ${attempt}`, writes, documentPut(put))),
+        );
       return { ok: true, expiresAt: nowSeconds + input.ttlSeconds };
     } catch (error) {
       if (writes.length === 0) {

@@ -11,7 +11,6 @@ import { fingerprintValue } from '../keys/fingerprint';
 import { recordKey, scopePartition } from '../keys/record-key';
 import { validateKey } from '../keys/idempotency-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { invocationDeadlineSeconds } from './invocation-deadline';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { validateCallSettings } from '../options/option-checks';
 import { callPolicy } from '../options/route-settings';
@@ -20,11 +19,12 @@ import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
+import { completedResponse } from './completed-response';
 import { IdempotencyContext } from './idempotency-context';
+import { invocationDeadlineSeconds } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
-import { completedResponse } from './completed-response';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { Flight, localOwner, SingleFlight } from './single-flight';
@@ -40,7 +40,8 @@ type Acquired = { claimToken: string; flight: Flight } | { replay: StoredRespons
  * The idempotency protocol, for any async function: claim the key → run → complete (or fail), or for a duplicate
  * replay the stored result, refuse a different request, or report the call in flight. `@Idempotent()` routes and
  * message handlers use the same protocol through `run()`. The claim is single-flight in this process (`SingleFlight`),
- * the owner's run and its outcome are `KeyOwner`'s and `OutcomeRecorder`'s.
+ * the owner's run and its outcome are `KeyOwner`'s and `OutcomeRecorder`'s; `mode: 'optimistic'` skips the claim
+ * (`OptimisticRun`).
  *
  * @example
  * ```ts

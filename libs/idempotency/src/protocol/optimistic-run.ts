@@ -62,7 +62,7 @@ export class OptimisticRun {
     const writes = 'result' in outcome ? claim.writes : [];
     const stored = this.finalOutcome(call, work, outcome, writes);
     if (stored) {
-      const replay = await this.store(call, stored, writes);
+      const replay = await this.store(call, claim.claimToken, stored, writes);
       if (replay) return { replay };
     }
     this.deps.telemetry.request('executed');
@@ -88,6 +88,7 @@ export class OptimisticRun {
   /** Stores the outcome; undefined once stored, or the outcome another call stored first. */
   private async store(
     call: ProtectedCall,
+    claimToken: string,
     response: StoredResponse,
     writes: CommitWrite[],
   ): Promise<StoredResponse | undefined> {
@@ -98,6 +99,7 @@ export class OptimisticRun {
       async (span) => {
         const result = await retryThroughStoreFaults(() =>
           repository.putCompleted({
+            claimToken,
             key: call.recordKey,
             partition: call.partition,
             fingerprint: call.fingerprint,

@@ -90,6 +90,8 @@ export type CompleteResult =
  * one), with the work's `commitWith` writes in the same transaction.
  */
 export interface PutCompletedInput extends RecordLocation {
+  /** The claim token the record carries (the call's `IdempotencyContext.claimToken`); a fresh one when absent. */
+  claimToken?: string;
   fingerprint: string;
   response: StoredResponse;
   ttlSeconds: number;

@@ -111,7 +111,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       key,
       status: 'COMPLETED',
       expiresAt: now + ttlSeconds,
-      claimToken: randomUUID(),
+      claimToken: input.claimToken ?? randomUUID(),
       fingerprint,
       pendingSince: now,
       completedAt: now,

@@ -82,4 +82,12 @@ describe('stored response codec', () => {
     expect(replayedBody(stored)).toEqual({ order: { id: '1', lines: [1, 2] } });
     expect(replayedBody(stored)).not.toBe(replayedBody(stored));
   });
+
+  it('replays a `__proto__` key as the own property JSON made it, never as a prototype', () => {
+    const body = JSON.parse('{"__proto__": {"admin": true}, "list": [{"__proto__": 1}]}');
+    const replayed = replayedBody({ statusCode: 200, headers: {}, body }) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(replayed)).toBe(Object.prototype);
+    expect((replayed as { admin?: boolean }).admin).toBeUndefined();
+    expect(JSON.stringify(replayed)).toBe('{"__proto__":{"admin":true},"list":[{"__proto__":1}]}');
+  });
 });

@@ -75,7 +75,23 @@ const TYPED_ARRAYS = {
  */
 export function replayedBody(stored: StoredResponse): unknown {
   if (stored.bodyBase64 !== undefined) return binaryBody(Buffer.from(stored.bodyBase64, 'base64'), stored);
-  return stored.body !== null && typeof stored.body === 'object' ? structuredClone(stored.body) : stored.body;
+  return copyJson(stored.body);
+}
+
+/**
+ * A copy of JSON data, which a stored body always is (`storableBody` and the store both hand out parsed JSON): several
+ * times faster than `structuredClone` on it. A `__proto__` key stays an own property, as `JSON.parse` made it.
+ */
+function copyJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(copyJson);
+  if (value === null || typeof value !== 'object') return value;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const item = copyJson((value as Record<string, unknown>)[key]);
+    if (key === '__proto__') Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true });
+    else copy[key] = item;
+  }
+  return copy;
 }
 
 function binaryBody(bytes: Buffer, stored: StoredResponse): unknown {
