@@ -175,6 +175,21 @@ describeOnDynamoDbLocal('optimistic mode with commitWith on DynamoDB Local', () 
     expect(answers.filter((answer) => answer.headers.get('idempotent-replayed') === 'true')).toHaveLength(49);
   });
 
+  it('a transaction that committed while its answers were lost (past the SDK retries) is answered, not applied twice', async () => {
+    const key = newKey();
+    s.proxy.dropAnswersOf = 'TransactWriteItems';
+    s.proxy.dropAnswers = 4; // the SDK's 3 attempts, then the module's own retry once: each lands, no answer arrives
+    try {
+      const first = await order(s.a, key, { item: key });
+      expect(first.status).toBe(201);
+      expect((await s.orders()).filter((o) => o.item === key)).toEqual([JSON.parse(first.text)]);
+      expect((await order(s.b, key, { item: key })).text).toBe(first.text);
+    } finally {
+      s.proxy.dropAnswers = 0;
+      s.proxy.dropAnswersOf = undefined;
+    }
+  });
+
   it('answers 409 commit-rejected when a write of the handler fails its condition, and writes nothing', async () => {
     const key = newKey();
     const refused = await order(s.a, key, { item: key, refused: true });

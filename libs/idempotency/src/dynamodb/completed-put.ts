@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { AttributeValue, PutItemCommand, PutItemCommandInput } from '@aws-sdk/client-dynamodb';
-import { TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
+import type { CommitWrite } from '../repository/commit-write';
 import { IdempotencyRecord, isClaimable } from '../repository/idempotency.record';
 import { PutCompletedInput, PutCompletedResult, RecordLocation } from '../repository/idempotency.repository';
 import { cancellationOf, commitInput } from './commit-transaction';
@@ -52,13 +53,16 @@ export async function putCompletedRecord(
     });
     let failed: { Item?: Record<string, unknown> };
     try {
-      if (writes.length === 0) await store.calls.send('claim', new PutItemCommand(put));
-      else
-        await store.calls.send(
-          'commit',
-          new TransactWriteCommand(commitInput(`${claimToken} ${attempt}`, writes, documentPut(put))),
-        );
-      return { ok: true, expiresAt: nowSeconds + input.ttlSeconds };
+      if (writes.length === 0) {
+        await store.calls.send('claim', new PutItemCommand(put));
+        return { ok: true, expiresAt: nowSeconds + input.ttlSeconds };
+      }
+      const transaction = transactionFor(writes, attempt, () => ({
+        input: commitInput(`${claimToken} ${attempt}`, writes, documentPut(put)),
+        expiresAt: nowSeconds + input.ttlSeconds,
+      }));
+      await store.calls.send('commit', new TransactWriteCommand(transaction.input));
+      return { ok: true, expiresAt: transaction.expiresAt };
     } catch (error) {
       if (writes.length === 0) {
         if (!isConditionalCheckFailed(error)) throw error;
@@ -79,6 +83,27 @@ export async function putCompletedRecord(
     }
     if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
   }
+}
+
+/**
+ * A first attempt's transaction, kept per `writes` array: a retry after a store fault (the caller retries with the same
+ * array) sends it again unchanged, so that DynamoDB answers a transaction that committed unseen by its
+ * `ClientRequestToken` instead of refusing a changed request under the same token.
+ */
+const firstTransactions = new WeakMap<
+  readonly CommitWrite[],
+  { input: TransactWriteCommandInput; expiresAt: number }
+>();
+
+function transactionFor(
+  writes: readonly CommitWrite[],
+  attempt: number,
+  make: () => { input: TransactWriteCommandInput; expiresAt: number },
+) {
+  if (attempt > 1) return make();
+  let transaction = firstTransactions.get(writes);
+  if (!transaction) firstTransactions.set(writes, (transaction = make()));
+  return transaction;
 }
 
 /** The put as a transaction action, in the DocumentClient's form (plain values). */
