@@ -7,11 +7,12 @@
  *   node test/support/run-ts.cjs bench/capacity.ts [--json]
  */
 import { gzipSync } from 'node:zlib';
-import { AttributeValue, CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
-import { ensureIdempotencyTable, IdempotencyModule, IdempotencyService } from 'nestjs-dynamodb-idempotency';
+import { IdempotencyModule, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { localClient } from '../test/support/dynalite';
 import { startDynamoDbLocal } from '../test/support/dynamodb-local';
+import { createIdempotencyTable, createTableWithKey } from '../test/support/table';
 
 const SIZES_KB = [0.2, 2, 20, 200];
 
@@ -89,15 +90,8 @@ async function main(): Promise<void> {
   const client = localClient(local.endpoint);
   meter(client, units);
   const tableName = 'capacity_idempotency';
-  await ensureIdempotencyTable(localClient(local.endpoint), tableName, { log: () => undefined, warn: () => undefined });
-  await localClient(local.endpoint).send(
-    new CreateTableCommand({
-      TableName: 'capacity_powertools',
-      AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await createIdempotencyTable(localClient(local.endpoint), tableName);
+  await createTableWithKey(localClient(local.endpoint), 'capacity_powertools');
   const moduleRef = await Test.createTestingModule({
     imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false } })],
   }).compile();

@@ -9,9 +9,9 @@ import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
 import { localClient, startDynalite, uniqueTableName } from '../test/support/dynalite';
 import { FaultProxy, startFaultProxy } from '../test/support/fault-proxy';
+import { createIdempotencyTable, createTableWithKey } from '../test/support/table';
 import { LambdaContainer } from '../test/lambda/containers';
 import { orderEvent } from '../test/lambda/invocations';
 
@@ -65,18 +65,8 @@ async function main(): Promise<void> {
   const proxy = await startFaultProxy(dynamo.endpoint);
   const client = localClient(dynamo.endpoint);
   const table = uniqueTableName('lambda_bench');
-  const silent = { log: () => undefined, warn: () => undefined };
-  await ensureIdempotencyTable(client, table, silent);
-  await ensureTable(
-    client,
-    {
-      TableName: `${table}_orders`,
-      AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    },
-    silent,
-  );
+  await createIdempotencyTable(client, table);
+  await createTableWithKey(client, `${table}_orders`);
   const results: Record<'on' | 'off', ColdStart[]> = { on: [], off: [] };
   try {
     // One throw-away start of each (the file system cache), then the measured ones, alternating.

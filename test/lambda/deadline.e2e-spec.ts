@@ -1,19 +1,11 @@
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
-import { ensureTable } from 'nestjs-dynamodb-idempotency';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
-import { scanTable } from '../support/table';
+import { createTableWithKey, scanTable } from '../support/table';
 import { LambdaContainer } from './containers';
 import { orderEvent, pathEvent } from './invocations';
 
-const silent = { log: () => undefined, warn: () => undefined };
-const tableWithKey = (TableName: string, key: string) => ({
-  TableName,
-  AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' as const }],
-  KeySchema: [{ AttributeName: key, KeyType: 'HASH' as const }],
-  BillingMode: 'PAY_PER_REQUEST' as const,
-});
 const order = { item: 'book', quantity: 1 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -40,8 +32,8 @@ describe.each(ENGINES)('Lambda deadlines on %s', (engine) => {
     };
     // Without TTL: DynamoDB Local deletes expired items (as DynamoDB may, any time after they expire), which would free
     // a key whose lease ended at the deadline before the clock-skew margin this test measures (docs/lambda.md).
-    await ensureTable(client, tableWithKey(env.IDEMPOTENCY_TABLE, 'pk'), silent);
-    await ensureTable(client, tableWithKey(env.ORDERS_TABLE, 'id'), silent);
+    await createTableWithKey(client, env.IDEMPOTENCY_TABLE, 'pk');
+    await createTableWithKey(client, env.ORDERS_TABLE);
     [first, second] = await Promise.all([LambdaContainer.start(env), LambdaContainer.start(env)]);
     // Warm both (the app is created at a container's first invocation), so that a retry's claim is made when it is sent.
     await Promise.all(

@@ -1,12 +1,11 @@
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
-import { ensureIdempotencyTable, ensureTable } from 'nestjs-dynamodb-idempotency';
 import { configFromEnv } from '../../apps/orders-api/src/config';
 import { lambdaHandler, LambdaHttpHandler } from '../../apps/orders-api/src/lambda';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
+import { createIdempotencyTable, createTableWithKey } from '../support/table';
 import { EVENT_SOURCES, pathEvent, header, lambdaContext, LambdaHttpResponse, orderEvent } from './invocations';
 
-const silent = { log: () => undefined, warn: () => undefined };
 const order = { item: 'book', quantity: 1 };
 
 /**
@@ -40,17 +39,8 @@ describe.each(ENGINES)('the Lambda handler on %s', (engine) => {
       ORDER_PROCESSING_DELAY_MS: '300',
     };
     // The function creates no table: the deployment does.
-    await ensureIdempotencyTable(client, env.IDEMPOTENCY_TABLE, silent);
-    await ensureTable(
-      client,
-      {
-        TableName: env.ORDERS_TABLE,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      },
-      silent,
-    );
+    await createIdempotencyTable(client, env.IDEMPOTENCY_TABLE);
+    await createTableWithKey(client, env.ORDERS_TABLE);
   }, 60_000);
   afterAll(async () => {
     for (const handler of containers) await handler.close();

@@ -3,10 +3,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { ensureTable } from 'nestjs-dynamodb-idempotency';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { createIdempotencyTable, scanTable } from '../support/table';
+import { createIdempotencyTable, createTableWithKey, scanTable } from '../support/table';
 
 const ROUNDS = 10;
 const REQUESTS_PER_ROUND = 3;
@@ -40,16 +39,7 @@ describeOnDynamoDbLocal('optimistic mode through crashes on DynamoDB Local', () 
       ORDERS_TABLE: uniqueTableName('optimistic_crash_orders'),
     };
     await createIdempotencyTable(client, env.IDEMPOTENCY_TABLE);
-    await ensureTable(
-      client,
-      {
-        TableName: env.ORDERS_TABLE,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      },
-      { log: () => undefined },
-    );
+    await createTableWithKey(client, env.ORDERS_TABLE);
     const order = (url: string, key: string) =>
       fetch(`${url}/orders`, {
         method: 'POST',

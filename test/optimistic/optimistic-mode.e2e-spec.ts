@@ -3,7 +3,6 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Controller, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
-  ensureTable,
   Idempotent,
   IdempotencyModule,
   IdempotencyService,
@@ -15,16 +14,8 @@ import { post, startApp, TestApp } from '../support/app';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, ENGINES, startStore } from '../support/engines';
 import { startFaultProxy } from '../support/fault-proxy';
-import { createIdempotencyTable, scanTable } from '../support/table';
+import { createIdempotencyTable, createTableWithKey, scanTable } from '../support/table';
 import { OptimisticRuns, optimisticModule, OrderBody } from './optimistic.fixture';
-
-const silent = { log: () => undefined, warn: () => undefined };
-const ordersTableDefinition = (TableName: string) => ({
-  TableName,
-  AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
-  KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
-  BillingMode: 'PAY_PER_REQUEST' as const,
-});
 
 /** Two instances (replay cache off), their DynamoDB calls seen at the wire by a proxy. */
 async function startInstances(endpoint: string, prefix: string) {
@@ -33,7 +24,7 @@ async function startInstances(endpoint: string, prefix: string) {
   const tableName = uniqueTableName(prefix);
   const ordersTable = uniqueTableName(`${prefix}_orders`);
   await createIdempotencyTable(client, tableName);
-  await ensureTable(client, ordersTableDefinition(ordersTable), silent);
+  await createTableWithKey(client, ordersTable);
   const module = () => optimisticModule(localClient(proxy.endpoint), tableName, ordersTable);
   const [a, b] = [
     await startApp('express', module(), { realTime: true }),

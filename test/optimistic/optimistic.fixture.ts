@@ -8,8 +8,7 @@ import {
   IdempotencyModule,
   IdempotencyModuleOptions,
 } from 'nestjs-dynamodb-idempotency';
-
-export const ORDERS_TABLE = Symbol('ORDERS_TABLE');
+import { ORDERS_TABLE } from '../transactions/shop.fixture';
 
 /** How often each handler ran. */
 @Injectable()

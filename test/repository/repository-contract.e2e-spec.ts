@@ -16,6 +16,7 @@ import {
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { testClock } from '../support/clock';
+import { LAYOUTS as LAYOUT_OPTIONS } from '../support/layouts';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { CapturedLogs } from '../support/logs';
 
@@ -32,27 +33,9 @@ describeRepositoryContract('the default putCompleted', async (clock) => new TwoW
 
 const silent = { log: () => undefined, warn: () => undefined };
 
-/**
- * A single-table layout as teams have them: generic PK/SK keys, a prefix marking the module's items, every record
- * attribute renamed.
- */
-export const SINGLE_TABLE: TableLayoutOptions = {
-  keySchema: { partitionKey: 'PK', sortKey: 'SK' },
-  keyPrefix: 'IDEMPOTENCY#',
-  attributeNames: {
-    status: 'st',
-    expires_at: 'ttl',
-    claim_token: 'owner',
-    fingerprint: 'fp',
-    response: 'data',
-    pending_since: 'since',
-    completed_at: 'done',
-  },
-};
-
-const LAYOUTS: [string, TableLayoutOptions][] = [
+const CONTRACT_LAYOUTS: [string, TableLayoutOptions][] = [
   ['', {}],
-  [' single-table (PK/SK, prefix, renamed attributes)', SINGLE_TABLE],
+  [' single-table (PK/SK, prefix, renamed attributes)', LAYOUT_OPTIONS['single-table']],
 ];
 
 /** A DynamoDB repository on its own table, reached through a fault proxy that can lose an answer. */
@@ -86,7 +69,7 @@ describeOnDynamoDbLocal('on DynamoDB Local', () => {
   afterAll(async () => {
     for (const proxy of proxies) await proxy.stop();
   });
-  for (const [name, layout] of LAYOUTS) {
+  for (const [name, layout] of CONTRACT_LAYOUTS) {
     describeRepositoryContract(
       `DynamoDB Local${name}`,
       dynamoSubject(() => endpoint, proxies, layout),
@@ -107,7 +90,7 @@ describe('on dynalite', () => {
     await dynamo.stop();
   });
 
-  for (const [name, layout] of LAYOUTS) {
+  for (const [name, layout] of CONTRACT_LAYOUTS) {
     describeRepositoryContract(
       `DynamoDB${name}`,
       dynamoSubject(() => dynamo.endpoint, proxies, layout),

@@ -1,6 +1,6 @@
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { ensureIdempotencyTable, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
+import { ensureIdempotencyTable, ensureTable, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
 import { asDefaultLayout } from './layouts';
 
 const silent = { log: () => undefined, warn: () => undefined };
@@ -11,6 +11,23 @@ export async function createIdempotencyTable(
   layout: TableLayoutOptions = {},
 ): Promise<void> {
   await ensureIdempotencyTable(client, { tableName, ...layout }, silent);
+}
+
+/**
+ * A table whose only key is one string attribute (`id` by default), pay per request, without TTL: the orders tables of
+ * the suites and the bench, or an idempotency table a test wants without TTL deletion.
+ */
+export async function createTableWithKey(client: DynamoDBClient, tableName: string, key = 'id'): Promise<void> {
+  await ensureTable(
+    client,
+    {
+      TableName: tableName,
+      AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: key, KeyType: 'HASH' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    },
+    silent,
+  );
 }
 
 /**

@@ -2,7 +2,6 @@ import { DeleteItemCommand, DynamoDBClient, GetItemCommand } from '@aws-sdk/clie
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   DynamoDbIdempotencyRepository,
-  ensureTable,
   IdempotencyContext,
   IdempotencyService,
   InMemoryIdempotencyRepository,
@@ -15,15 +14,8 @@ import { localClient, startDynalite, uniqueTableName } from '../support/dynalite
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
-import { createIdempotencyTable, scanTable } from '../support/table';
+import { createIdempotencyTable, createTableWithKey, scanTable } from '../support/table';
 import { ShopRuns, shopModule } from './shop.fixture';
-
-const ordersTableDefinition = (TableName: string) => ({
-  TableName,
-  AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
-  KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
-  BillingMode: 'PAY_PER_REQUEST' as const,
-});
 
 const until = async (condition: () => unknown) => {
   while (!condition()) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -56,7 +48,7 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
     tableName = uniqueTableName();
     ordersTable = uniqueTableName('orders');
     await createIdempotencyTable(client, tableName);
-    await ensureTable(client, ordersTableDefinition(ordersTable), { log: () => undefined });
+    await createTableWithKey(client, ordersTable);
     test = await startApp('express', shopModule(localClient(proxy.endpoint), tableName, ordersTable));
   });
   afterEach(() => {
@@ -239,7 +231,7 @@ describe('commitWith without transactions', () => {
     const tableName = uniqueTableName();
     const ordersTable = uniqueTableName('orders');
     await createIdempotencyTable(client, tableName);
-    await ensureTable(client, ordersTableDefinition(ordersTable), { log: () => undefined });
+    await createTableWithKey(client, ordersTable);
     const test = await startApp('express', shopModule(client, tableName, ordersTable));
     try {
       const service = test.get(IdempotencyService);
