@@ -284,8 +284,6 @@ describe('uploads and unparsed bodies on Express', () => {
     'a %s body that no parser read is refused with 500 body-unreadable, and the handler does not run',
     async (type, body) => {
       const key = newKey();
-      // Another test of this file may have booted an app since (which applies its own logger setting).
-      logs.start();
       logs.clear();
       const refused = await send(`${a.url}/express/text`, key, body, type);
       expect(refused.status).toBe(500);

@@ -6,6 +6,7 @@ import { Test } from '@nestjs/testing';
 import { IdempotencyClock } from 'nestjs-dynamodb-idempotency';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from './clock';
+import { CapturedLogs } from './logs';
 
 export type Platform = 'express' | 'fastify';
 export const PLATFORMS: Platform[] = ['express', 'fastify'];
@@ -39,7 +40,8 @@ export async function startApp(
   const builder = Test.createTestingModule(metadata);
   const moduleRef = await (clock ? builder.overrideProvider(IdempotencyClock).useValue(clock) : builder).compile();
   const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), {
-    logger: false,
+    // A capture a test has started stays in effect: building an app applies its own logger setting.
+    logger: CapturedLogs.active ?? false,
     rawBody: options.rawBody,
   });
   configure(app);
