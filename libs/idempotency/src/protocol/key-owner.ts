@@ -1,20 +1,11 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
-import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import { Flight } from './single-flight';
-import { captured, capturedError, isFinal } from './work-outcome';
-
-/** What the owner needs to know when its run starts. */
-export interface OwnerEnvironment {
-  /** Whether the store commits `commitWith` writes with the completion. */
-  canCommitWith(): Promise<boolean>;
-  /** Whether calls are tracked through AsyncLocalStorage (the application injects `IdempotencyContext`). */
-  tracked(): boolean;
-}
+import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /**
  * Runs the work as the key's owner: its lease renewed meanwhile (`LeaseHeartbeat`), the running claim available to it
@@ -43,34 +34,17 @@ export class KeyOwner {
       renewed: (expiresAt) => (flight.leaseEndsAt = expiresAt),
     });
     this.heartbeats.add(heartbeat);
-    const claim: RunningClaim = {
-      recordKey: call.recordKey,
-      claimToken,
-      canCommitWith: await this.environment.canCommitWith().catch(() => false),
-      writes: [],
-      open: true,
-    };
     try {
-      let result: T;
-      try {
-        result = await runInClaim(claim, () => work.execute(boundContext(claim)), this.environment.tracked());
-      } catch (error) {
-        // A final error (storeIf) is stored and replayed like a result; any other releases the key. Its writes are dropped.
-        const stored = capturedError(this.logger, call, work, error);
-        await this.recorder.settle(
-          call,
-          claimToken,
-          stored && isFinal(this.logger, call, work, stored, error) ? stored : undefined,
-        );
-        throw error;
-      } finally {
-        claim.open = false;
+      const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.environment);
+      // A final outcome is stored and replayed; any other releases the key (an error's writes are dropped).
+      const stored = finalOutcome(this.logger, call, work, outcome, writes);
+      if ('error' in outcome) {
+        await this.recorder.settle(call, claimToken, stored);
+        throw outcome.error;
       }
-      const stored = captured(this.logger, call, work, result);
-      // Writes make the outcome final whatever storeIf says: they are committed with it, so their effects exist.
-      if (claim.writes.length > 0) return await this.recorder.commit(call, claimToken, stored, claim.writes, result);
-      await this.recorder.settle(call, claimToken, isFinal(this.logger, call, work, stored) ? stored : undefined);
-      return result;
+      if (writes.length > 0) return await this.recorder.commit(call, claimToken, stored!, writes, outcome.result);
+      await this.recorder.settle(call, claimToken, stored);
+      return outcome.result;
     } finally {
       heartbeat.stop();
       this.heartbeats.delete(heartbeat);

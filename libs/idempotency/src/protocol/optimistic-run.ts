@@ -12,12 +12,10 @@ import { StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, PutCompletedResult } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { completedResponse } from './completed-response';
-import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { describeWrite, retryThroughStoreFaults } from './outcome-recorder';
-import { OwnerEnvironment } from './key-owner';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
-import { captured, capturedError, isFinal } from './work-outcome';
+import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /** Where an optimistic run writes and what it reads of the module. */
 export interface OptimisticDependencies extends OwnerEnvironment {
@@ -36,7 +34,7 @@ export type OptimisticOutcome<T> = { result: T } | { replay: StoredResponse };
  * one write stores its final outcome where no other call's record is (`putCompleted`): one DynamoDB call for a first
  * request. A call that finds another's record there gets that outcome instead of its own (its own `commitWith`
  * writes were not committed), a different request's record is a mismatch, a lease-mode claim still running is in
- * flight. An outcome that is not final is not stored, and the work's writes are dropped with it.
+ * flight. An error that is not final (`storeIf`) is not stored; a result without writes likewise.
  */
 export class OptimisticRun {
   private readonly logger = new Logger('Idempotency');
@@ -44,45 +42,16 @@ export class OptimisticRun {
   constructor(private readonly deps: OptimisticDependencies) {}
 
   async run<T>(call: ProtectedCall, work: ProtectedWork<T>): Promise<OptimisticOutcome<T>> {
-    const claim: RunningClaim = {
-      recordKey: call.recordKey,
-      claimToken: randomUUID(),
-      canCommitWith: await this.deps.canCommitWith().catch(() => false),
-      writes: [],
-      open: true,
-    };
-    let outcome: { result: T } | { error: unknown };
-    try {
-      outcome = { result: await runInClaim(claim, () => work.execute(boundContext(claim)), this.deps.tracked()) };
-    } catch (error) {
-      outcome = { error };
-    } finally {
-      claim.open = false;
-    }
-    const writes = 'result' in outcome ? claim.writes : [];
-    const stored = this.finalOutcome(call, work, outcome, writes);
+    const claimToken = randomUUID();
+    const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.deps);
+    const stored = finalOutcome(this.logger, call, work, outcome, writes);
     if (stored) {
-      const replay = await this.store(call, claim.claimToken, stored, writes);
+      const replay = await this.store(call, claimToken, stored, writes);
       if (replay) return { replay };
     }
     this.deps.telemetry.request('executed');
     if ('error' in outcome) throw outcome.error;
     return outcome;
-  }
-
-  /** What to store: a result (always, with writes: they are committed with it), or an error, when final. */
-  private finalOutcome<T>(
-    call: ProtectedCall,
-    work: ProtectedWork<T>,
-    outcome: { result: T } | { error: unknown },
-    writes: CommitWrite[],
-  ): StoredResponse | undefined {
-    if ('error' in outcome) {
-      const stored = capturedError(this.logger, call, work, outcome.error);
-      return stored && isFinal(this.logger, call, work, stored, outcome.error) ? stored : undefined;
-    }
-    const stored = captured(this.logger, call, work, outcome.result);
-    return writes.length > 0 || isFinal(this.logger, call, work, stored) ? stored : undefined;
   }
 
   /** Stores the outcome; undefined once stored, or the outcome another call stored first. */

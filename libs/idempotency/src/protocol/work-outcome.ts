@@ -1,11 +1,70 @@
 import { Logger } from '@nestjs/common';
+import { CommitWrite } from '../repository/commit-write';
 import { StoredResponse } from '../repository/idempotency.record';
+import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 
-/** A run's outcome as the store keeps it, in either mode: what to store for a result or an error, and whether it is final. */
+/** A run of the work and its outcome as the store keeps it, in either mode (lease and optimistic). */
+
+/** What a run needs to know when it starts. */
+export interface OwnerEnvironment {
+  /** Whether the store commits `commitWith` writes with the completion. */
+  canCommitWith(): Promise<boolean>;
+  /** Whether calls are tracked through AsyncLocalStorage (the application injects `IdempotencyContext`). */
+  tracked(): boolean;
+}
+
+/** What the work did: its result, or the error it threw. */
+export type WorkOutcome<T> = { result: T } | { error: unknown };
+
+/**
+ * Runs the work under a claim (`IdempotencyContext`) that collects its `commitWith` writes until it returns. The
+ * writes of work that threw are dropped.
+ */
+export async function runUnderClaim<T>(
+  call: ProtectedCall,
+  claimToken: string,
+  work: ProtectedWork<T>,
+  environment: OwnerEnvironment,
+): Promise<{ outcome: WorkOutcome<T>; writes: CommitWrite[] }> {
+  const claim: RunningClaim = {
+    recordKey: call.recordKey,
+    claimToken,
+    canCommitWith: await environment.canCommitWith().catch(() => false),
+    writes: [],
+    open: true,
+  };
+  try {
+    const result = await runInClaim(claim, () => work.execute(boundContext(claim)), environment.tracked());
+    return { outcome: { result }, writes: claim.writes };
+  } catch (error) {
+    return { outcome: { error }, writes: [] };
+  } finally {
+    claim.open = false;
+  }
+}
+
+/**
+ * What to store of an outcome, or undefined to store nothing: a result when final (`storeIf`), and always when it has
+ * writes (they are committed with it, so their effects exist); an error when final and capturable.
+ */
+export function finalOutcome<T>(
+  logger: Logger,
+  call: ProtectedCall,
+  work: ProtectedWork<T>,
+  outcome: WorkOutcome<T>,
+  writes: CommitWrite[],
+): StoredResponse | undefined {
+  if ('error' in outcome) {
+    const stored = capturedError(logger, call, work, outcome.error);
+    return stored && isFinal(logger, call, work, stored, outcome.error) ? stored : undefined;
+  }
+  const stored = captured(logger, call, work, outcome.result);
+  return writes.length > 0 || isFinal(logger, call, work, stored) ? stored : undefined;
+}
 
 /** What to store for a result; a result that cannot be stored (or whose capture throws) is recorded without a body. */
-export function captured<T>(logger: Logger, call: ProtectedCall, work: ProtectedWork<T>, result: T): StoredResponse {
+function captured<T>(logger: Logger, call: ProtectedCall, work: ProtectedWork<T>, result: T): StoredResponse {
   let stored: StoredResponse;
   try {
     stored = work.capture(result);
@@ -26,7 +85,7 @@ export function captured<T>(logger: Logger, call: ProtectedCall, work: Protected
  * `storeIf`'s verdict. Without one, results are final and errors are not; a `storeIf` that throws is logged and
  * read the same way (a result's work is done; an error's may be retried).
  */
-export function isFinal<T>(
+function isFinal<T>(
   logger: Logger,
   call: ProtectedCall,
   work: ProtectedWork<T>,
@@ -47,7 +106,7 @@ export function isFinal<T>(
 }
 
 /** What to store for a thrown error when it is final; undefined releases the key (also when capturing throws). */
-export function capturedError<T>(
+function capturedError<T>(
   logger: Logger,
   call: ProtectedCall,
   work: ProtectedWork<T>,
