@@ -14,6 +14,7 @@ import autocannon from 'autocannon';
 import { freePort } from '../scripts/free-port.mjs';
 import { startDelayProxy, LATENCY_MS } from './latency.mjs';
 import { capacitySection, goalsSection, latencySection, measureCapacity } from './sections.mjs';
+import { profileReport, profileSummary, readProfile } from './profile.mjs';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
@@ -258,8 +259,8 @@ async function measure(endpoint) {
 }
 
 /**
- * `node --cpu-prof` on an app that runs one scenario on the module's route; the samples taken during the measured
- * run (not start-up or warm-up) summed by function: self time.
+ * `node --cpu-prof` on an app that runs one scenario on the module's route, read over the measured run (not start-up
+ * or warm-up): bench/profile.mjs.
  */
 async function profile(endpoint, scenario, kind, env) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-prof-'));
@@ -267,42 +268,8 @@ async function profile(endpoint, scenario, kind, env) {
   const run = await once(app, OURS, kind);
   await app.exit();
   const [file] = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
-  const { nodes, samples, timeDeltas, startTime } = JSON.parse(readFileSync(join(dir, file), 'utf8'));
-  const byId = new Map(nodes.map((node) => [node.id, node]));
-  const self = new Map();
-  let t = startTime;
-  let total = 0;
-  samples.forEach((id, i) => {
-    t += timeDeltas[i];
-    if (t < run.window[0] || t > run.window[1]) return;
-    const { functionName, url, lineNumber } = byId.get(id).callFrame;
-    const where = url
-      ? `${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|libs)\//, '$1/')}:${lineNumber + 1}`
-      : '';
-    const frame = `${functionName || '(anonymous)'} ${where}`.trim();
-    const delta = timeDeltas[i + 1] ?? 0;
-    self.set(frame, (self.get(frame) ?? 0) + delta);
-    total += delta;
-  });
-  const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15);
-  const packages = new Map();
-  for (const [frame, micros] of self) packages.set(packageOf(frame), (packages.get(packageOf(frame)) ?? 0) + micros);
   console.log(`profile: ${scenario}: ${run.rps.toFixed(0)} req/s, ${run.cpuMicrosPerRequest.toFixed(0)} µs CPU/req`);
-  return { scenario, run, total, top, packages: [...packages.entries()].sort((a, b) => b[1] - a[1]) };
-}
-
-/** Who a frame belongs to: an npm package, this library, the demo, Node itself, or V8 (GC, idle, program). */
-function packageOf(frame) {
-  const location = frame.split(' ').pop();
-  if (location.startsWith('libs/')) return 'nestjs-dynamodb-idempotency (this module)';
-  if (location.startsWith('dist/')) return 'the demo app';
-  if (location.startsWith('node:')) return 'Node.js (node:*)';
-  const pkg = /^((?:@[^/]+\/)?[^/:]+)\//.exec(location)?.[1];
-  if (pkg?.startsWith('@aws-sdk') || pkg?.startsWith('@smithy') || pkg?.startsWith('@aws-crypto'))
-    return 'AWS SDK (@aws-sdk, @smithy)';
-  if (pkg?.startsWith('@nestjs')) return 'NestJS';
-  if (pkg?.startsWith('@aws-lambda-powertools')) return 'Powertools';
-  return pkg ?? 'V8 / native (GC, idle, writev, …)';
+  return { scenario, run, ...readProfile(join(dir, file), run.window) };
 }
 
 /**
@@ -345,12 +312,19 @@ async function main() {
     ? [
         await profile(endpoint, 'new key every request', 'fresh', { IDEMPOTENCY_REPLAY_CACHE: '1' }),
         await profile(endpoint, 'replays, cache on', 'replay', { IDEMPOTENCY_REPLAY_CACHE: '1' }),
+        await profile(endpoint, 'in-memory store, new key', 'fresh', {
+          IDEMPOTENCY_STORE: 'memory',
+          IDEMPOTENCY_REPLAY_CACHE: '0',
+        }),
       ]
     : [];
   dynalite.kill('SIGKILL');
-  if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles));
+  if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles, DURATION_SECONDS));
   const summary = PROFILE
-    ? profileSummary(readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'), profileReport(profiles))
+    ? profileSummary(
+        readFileSync(new URL('./before/PROFILE.md', import.meta.url), 'utf8'),
+        profileReport(profiles, DURATION_SECONDS),
+      )
     : '';
   writeFileSync(
     new URL('./RESULTS.md', import.meta.url),
@@ -536,76 +510,6 @@ with it), so absolute figures of two runs are not comparable; ratios within a ru
   (it joins the running claim: no DynamoDB call), so more of them end as a quick 409; Powertools sends each to
   DynamoDB. Throughput counts every answer.
 - The profile of the module's route is in [PROFILE.md](PROFILE.md).
-`;
-}
-
-function profileReport(profiles) {
-  const sections = profiles.map(({ scenario, run, total, top, packages }) => {
-    const share = (micros) => `${((micros / total) * 100).toFixed(1)} %`;
-    const lines = top.map(([frame, micros]) => `| ${share(micros)} | \`${frame.replace(/\|/g, '\\|')}\` |`);
-    const owners = packages.slice(0, 10).map(([owner, micros]) => `| ${share(micros)} | ${owner} |`);
-    return `### ${scenario}
-
-${f0(run.rps)} req/s, ${f0(run.cpuMicrosPerRequest)} µs CPU per request while profiled (the profiler itself costs some).
-
-| self time | by owner |
-|---:|---|
-${owners.join('\n')}
-
-| self time | top functions (and locations) |
-|---:|---|
-${lines.join('\n')}`;
-  });
-  return `# Profile of the module's route
-
-Generated by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: the demo app under \`node --cpu-prof\`, one
-scenario per app process, and only the samples taken during the measured ${DURATION_SECONDS} s run (not start-up or warm-up),
-summed by function (self time, share of the run's samples).
-
-${sections.join('\n\n')}
-`;
-}
-
-/**
- * The profiles of bench/before/PROFILE.md and of this run side by side: CPU per request while profiled and the
- * largest owners of self time, per scenario. Both are read from PROFILE.md text, so any two runs can be compared.
- */
-export function profileSummary(beforeText, afterText) {
-  const parse = (text) =>
-    Object.fromEntries(
-      text
-        .split('\n### ')
-        .slice(1)
-        .map((section) => {
-          const [scenario] = section.split('\n');
-          const cpu = /, (\d+) µs CPU per request/.exec(section)?.[1];
-          const owners = [...section.matchAll(/^\| ([\d.]+ %) \| ([^`|][^|]*) \|$/gm)].map(
-            ([, share, owner]) => `${owner.trim()} ${share}`,
-          );
-          return [scenario.trim(), { cpu, owners }];
-        }),
-    );
-  const before = parse(beforeText);
-  const after = parse(afterText);
-  const rows = Object.keys(after).flatMap((scenario) =>
-    [
-      ['before', before[scenario]],
-      ['after', after[scenario]],
-    ]
-      .filter(([, profile]) => profile)
-      .map(
-        ([when, profile]) => `| ${scenario} | ${when} | ${profile.cpu} | ${profile.owners.slice(0, 5).join('; ')} |`,
-      ),
-  );
-  return `## Profile, before and after
-
-The module's route under \`node --cpu-prof\` (details: [PROFILE.md](PROFILE.md), and [before/PROFILE.md](before/PROFILE.md)):
-self time by owner, largest first. CPU per request is while profiled (the profiler costs some).
-
-| scenario | run | CPU µs / request | self time by owner |
-|---|---|---:|---|
-${rows.join('\n')}
-
 `;
 }
 
