@@ -4,6 +4,7 @@ import { Controller, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   Idempotent,
+  IdempotencyInFlightError,
   IdempotencyModule,
   IdempotencyService,
   IdempotentOptions,
@@ -220,6 +221,36 @@ describe('optimistic mode for functions and its settings', () => {
       expect(await charge()).toEqual({ run: 1 });
       expect(await charge()).toEqual({ run: 1 });
       expect(runs).toBe(2);
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
+  it('a duplicate that finds a lease-mode call still running is in flight (with a retry delay); the lease-mode outcome is the one stored', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), replayCache: { enabled: false } }),
+      ],
+    }).compile();
+    const service = (await moduleRef.init()).get(IdempotencyService);
+    try {
+      let release!: () => void;
+      const running = service.execute(
+        { operation: 'charge', key: 'm-2' },
+        () => new Promise((r) => (release = () => r('lease'))),
+      );
+      await new Promise((resolve) => setImmediate(resolve)); // the lease-mode call holds its claim
+      const duplicate = service.execute(
+        { operation: 'charge', key: 'm-2', mode: 'optimistic' },
+        async () => 'optimistic',
+      );
+      await expect(duplicate).rejects.toBeInstanceOf(IdempotencyInFlightError);
+      await expect(duplicate).rejects.toMatchObject({ retryAfterSeconds: expect.any(Number) });
+      release();
+      expect(await running).toBe('lease');
+      expect(await service.execute({ operation: 'charge', key: 'm-2', mode: 'optimistic' }, async () => 'again')).toBe(
+        'lease',
+      );
     } finally {
       await moduleRef.close();
     }
