@@ -252,6 +252,22 @@ describe('the owner of a key', () => {
     }
   });
 
+  it('stores a result with commitWith writes even when storeIf calls it not final: the writes are committed with it', async () => {
+    await start();
+    const key = newKey();
+    const order = { Put: { TableName: 'orders', Item: { id: key } } };
+    const withWrites = work(key, {
+      execute: async (claim) => {
+        claim!.commitWith(order);
+        return 'done';
+      },
+      isFinal: () => false,
+    });
+    await expect(service.run(withWrites)).resolves.toBe('done');
+    expect(repository.commits).toEqual([{ key: `test ${key}`, writes: [order] }]);
+    await expect(service.run(work(key, { execute: async () => 'ran again' }))).resolves.toBe('done');
+  });
+
   describe('a commit whose answer is lost', () => {
     const committing = (key: string) =>
       service.execute({ operation: 'op', key }, async (claim) => {
