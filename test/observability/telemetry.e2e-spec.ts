@@ -1,7 +1,10 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Test } from '@nestjs/testing';
 import {
   CompleteInput,
+  IdempotencyModule,
   IdempotencyRepository,
+  IdempotencyService,
   InMemoryIdempotencyRepository,
   CompleteResult,
 } from 'nestjs-dynamodb-idempotency';
@@ -44,6 +47,29 @@ describe('spans and counters', () => {
     }
     const completes = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'dedup.complete');
     expect(completes.map((span) => span.attributes['dynamo.condition_result'])).toEqual(['won']);
+  });
+
+  it("wraps optimistic mode's put in a dedup.put_completed span with the result and a hashed key", async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), replayCache: { enabled: false } }),
+      ],
+    }).compile();
+    const service = (await moduleRef.init()).get(IdempotencyService);
+    try {
+      telemetry.spans.reset();
+      const key = 'optimistic-raw-key';
+      for (let i = 0; i < 2; i++)
+        await service.execute({ operation: 'quote', key, mode: 'optimistic' }, async () => 'q');
+      const puts = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'dedup.put_completed');
+      expect(puts.map((span) => span.attributes['dynamo.condition_result'])).toEqual(['won', 'exists']);
+      for (const span of puts) {
+        expect(span.attributes['idempotency.key']).toMatch(/^fn quote#[0-9a-f]{64}$/);
+        expect(JSON.stringify(span.attributes)).not.toContain(key);
+      }
+    } finally {
+      await moduleRef.close();
+    }
   });
 
   it('counts conditional write rejections by table and operation, and store latency', async () => {
