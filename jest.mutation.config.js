@@ -3,8 +3,8 @@
  * the repositories, keys, fingerprints and the codec in the Jest process (the observability suites too: logs, spans
  * and counters are what operators read). Left out: the multi-second real-time lease tests over HTTP (the heartbeat's
  * behaviour is covered on fake timers in lease-heartbeat.spec.ts), the demo's own suites, and the suites whose
- * module runs in child processes (Lambda containers, crash tests, CLIs, the heap check, the docs compiler, the
- * packed tarball): Stryker sees no coverage there, so they would only slow every run. DynamoDB Local runs when
+ * module runs in child processes (Lambda containers, crash tests, CLIs, the heap check, the docs compiler): Stryker
+ * sees no coverage there, so they would only slow every run. DynamoDB Local runs when
  * scripts/test-mutation.mjs started one (DYNAMODB_LOCAL_ENDPOINT).
  */
 const base = require('./jest.config');
