@@ -1,14 +1,12 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Test } from '@nestjs/testing';
 import {
   CompleteInput,
-  IdempotencyModule,
   IdempotencyRepository,
-  IdempotencyService,
   InMemoryIdempotencyRepository,
   CompleteResult,
 } from 'nestjs-dynamodb-idempotency';
 import { post, startApp, TestApp } from '../support/app';
+import { withInMemoryService } from '../support/service';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 import { paymentsModule, Runs } from '../http/payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from '../http/payments.scenario';
@@ -50,13 +48,7 @@ describe('spans and counters', () => {
   });
 
   it("wraps optimistic mode's put in a dedup.put_completed span with the result and a hashed key", async () => {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), replayCache: { enabled: false } }),
-      ],
-    }).compile();
-    const service = (await moduleRef.init()).get(IdempotencyService);
-    try {
+    await withInMemoryService(async (service) => {
       telemetry.spans.reset();
       const key = 'optimistic-raw-key';
       for (let i = 0; i < 2; i++)
@@ -67,9 +59,7 @@ describe('spans and counters', () => {
         expect(span.attributes['idempotency.key']).toMatch(/^fn quote#[0-9a-f]{64}$/);
         expect(JSON.stringify(span.attributes)).not.toContain(key);
       }
-    } finally {
-      await moduleRef.close();
-    }
+    });
   });
 
   it('counts conditional write rejections by table and operation, and store latency', async () => {

@@ -1,7 +1,6 @@
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Controller, Post } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
 import {
   Idempotent,
   IdempotencyInFlightError,
@@ -15,6 +14,7 @@ import { post, startApp, TestApp } from '../support/app';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, ENGINES, startStore } from '../support/engines';
 import { startFaultProxy } from '../support/fault-proxy';
+import { withInMemoryService } from '../support/service';
 import { createIdempotencyTable, createTableWithKey, scanTable } from '../support/table';
 import { OptimisticRuns, optimisticModule, OrderBody } from './optimistic.fixture';
 
@@ -208,32 +208,18 @@ describeOnDynamoDbLocal('optimistic mode with commitWith on DynamoDB Local', () 
 
 describe('optimistic mode for functions and its settings', () => {
   it('IdempotencyService.execute({ mode: "optimistic" }): a duplicate runs the function, then gets the first stored result', async () => {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), replayCache: { enabled: false } }),
-      ],
-    }).compile();
-    const service = (await moduleRef.init()).get(IdempotencyService);
-    try {
+    await withInMemoryService(async (service) => {
       let runs = 0;
       const charge = () =>
         service.execute({ operation: 'charge', key: 'm-1', mode: 'optimistic' }, async () => ({ run: ++runs }));
       expect(await charge()).toEqual({ run: 1 });
       expect(await charge()).toEqual({ run: 1 });
       expect(runs).toBe(2);
-    } finally {
-      await moduleRef.close();
-    }
+    });
   });
 
   it('a duplicate that finds a lease-mode call still running is in flight (with a retry delay); the lease-mode outcome is the one stored', async () => {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), replayCache: { enabled: false } }),
-      ],
-    }).compile();
-    const service = (await moduleRef.init()).get(IdempotencyService);
-    try {
+    await withInMemoryService(async (service) => {
       let release!: () => void;
       const running = service.execute(
         { operation: 'charge', key: 'm-2' },
@@ -251,9 +237,7 @@ describe('optimistic mode for functions and its settings', () => {
       expect(await service.execute({ operation: 'charge', key: 'm-2', mode: 'optimistic' }, async () => 'again')).toBe(
         'lease',
       );
-    } finally {
-      await moduleRef.close();
-    }
+    });
   });
 
   it.each([
