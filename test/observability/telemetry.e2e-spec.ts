@@ -45,6 +45,7 @@ describe('spans and counters', () => {
     }
     const completes = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'dedup.complete');
     expect(completes.map((span) => span.attributes['dynamo.condition_result'])).toEqual(['won']);
+    expect(completes[0].attributes['idempotency.key']).toBe(claims[0].attributes['idempotency.key']);
   });
 
   it("wraps optimistic mode's put in a dedup.put_completed span with the result and a hashed key", async () => {

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import {
   IdempotencyCommitRejectedError,
   IdempotencyLeaseLostError,
@@ -75,8 +76,10 @@ describe('OutcomeRecorder', () => {
     clock.advanceSeconds(61);
     const successor = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     const requests = jest.spyOn(telemetry, 'request');
+    const reexecuted = jest.spyOn(telemetry, 'reexecutionDetected');
     await recorder.settle(call, token, stored);
     expect(requests).toHaveBeenCalledWith('lease_lost');
+    expect(reexecuted).not.toHaveBeenCalled(); // the successor is still running: nothing ran twice yet
     expect(await repository.get({ key: 'k' })).toMatchObject({
       status: 'PENDING',
       claimToken: successor.claimed && successor.claimToken,
@@ -119,7 +122,8 @@ describe('OutcomeRecorder', () => {
     expect(repository.commits).toEqual([]);
   });
 
-  it('releases the key and names the write when one of the writes failed its own condition', async () => {
+  it('releases the key and names the write when one of the writes failed its own condition, warning of nothing', async () => {
+    const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const token = await claimed();
     jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'commit_rejected', writeIndex: 1 });
     const writes = [
@@ -130,5 +134,28 @@ describe('OutcomeRecorder', () => {
       new IdempotencyCommitRejectedError(1, 'Update on stock'),
     );
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED' });
+    // A refused write is the handler's outcome (409 commit-rejected), not a refused completion.
+    expect(warnings).not.toHaveBeenCalled();
+    warnings.mockRestore();
+  });
+
+  it('counts and warns of the same claim completing twice (a retried completion that had landed)', async () => {
+    const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const raced = jest.spyOn(telemetry, 'completionRaced');
+    const reexecuted = jest.spyOn(telemetry, 'reexecutionDetected');
+    const token = await claimed();
+    await recorder.settle(call, token, stored);
+    await recorder.settle(call, token, stored);
+    expect(raced).toHaveBeenCalledTimes(1);
+    expect(reexecuted).not.toHaveBeenCalled();
+    expect(warnings).toHaveBeenCalledWith(
+      expect.objectContaining({
+        msg: 'completion refused',
+        key: 'k',
+        reason: 'already_completed',
+        current_status: 'COMPLETED',
+      }),
+    );
+    warnings.mockRestore();
   });
 });

@@ -1,0 +1,241 @@
+import {
+  DescribeTableCommand,
+  DynamoDBClient,
+  ResourceNotFoundException,
+  TableDescription,
+  TimeToLiveDescription,
+} from '@aws-sdk/client-dynamodb';
+import { checkIdempotencyTable, describeTable, locationOf, readinessProblem, unusableBecause } from './table-checks';
+import { TableLayout } from './table-layout';
+
+/**
+ * What the startup check and `table:check` say, for the answers no local server gives on demand: a credentials
+ * refusal, IAM, an endpoint with a path, a table still CREATING, a provisioned table, a TTL API that fails.
+ */
+const where = { tableName: 'keys', region: 'eu-west-1' };
+const named = (name: string, message = 'refused') => Object.assign(new Error(message), { name });
+
+const ACTIVE: TableDescription = {
+  KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+  AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+  TableStatus: 'ACTIVE',
+  BillingModeSummary: { BillingMode: 'PAY_PER_REQUEST' },
+};
+
+/** A client whose `DescribeTable` and `DescribeTimeToLive` answer as given (a function throws). */
+function clientAnswering(table: () => TableDescription, ttl: () => TimeToLiveDescription, endpoint?: string) {
+  const client = new DynamoDBClient({
+    region: 'eu-west-1',
+    endpoint,
+    credentials: { accessKeyId: 'k', secretAccessKey: 's' },
+  });
+  jest
+    .spyOn(client, 'send')
+    .mockImplementation(async (command: unknown) =>
+      command instanceof DescribeTableCommand ? { Table: table() } : { TimeToLiveDescription: ttl() },
+    );
+  return client;
+}
+
+const ttlOn = (AttributeName: string): TimeToLiveDescription => ({ TimeToLiveStatus: 'ENABLED', AttributeName });
+
+describe('why a table cannot be used (unusableBecause)', () => {
+  it('names IAM for AccessDeniedException, with the error text and the way out', () => {
+    expect(unusableBecause(named('AccessDeniedException', 'User x is not authorized'), where)).toBe(
+      'these credentials may not call dynamodb:DescribeTable on it (User x is not authorized). Grant it (see IAM in the docs), or set failOnStartup: false.',
+    );
+  });
+
+  it.each(['UnrecognizedClientException', 'InvalidSignatureException'])('names the credentials for %s', (code) => {
+    expect(unusableBecause(named(code), where)).toBe(
+      `DynamoDB rejected the credentials (${code}). Check the access key, the secret and the region.`,
+    );
+  });
+
+  it('names any other error with its code and text, and says where to look', () => {
+    expect(unusableBecause(named('InternalServerError', 'boom'), where)).toBe(
+      'DescribeTable failed with InternalServerError (boom). Check that DynamoDB is reachable at this endpoint and region.',
+    );
+    expect(unusableBecause('not an error', where)).toBe(
+      'DescribeTable failed with UnknownError (not an error). Check that DynamoDB is reachable at this endpoint and region.',
+    );
+  });
+
+  it('gives the create command with the region, and without an endpoint on AWS itself', () => {
+    expect(unusableBecause(new ResourceNotFoundException({ message: 'no', $metadata: {} }), where)).toBe(
+      "the table does not exist. Create it once: npx nestjs-dynamodb-idempotency table:create --table keys --region eu-west-1, or ensureIdempotencyTable(client, 'keys') before the app starts.",
+    );
+    expect(unusableBecause(named('ResourceNotFoundException'), { tableName: 'keys' })).toContain(
+      'table:create --table keys, or',
+    );
+  });
+});
+
+describe('where a table is (locationOf, describeTable)', () => {
+  it('names the region, and an endpoint only when one is set', () => {
+    expect(describeTable(where)).toBe('Idempotency table "keys" (region eu-west-1)');
+    expect(describeTable({ tableName: 'keys' })).toBe('Idempotency table "keys" (region unset)');
+  });
+
+  it('writes the endpoint as given: its port when it has one, its path unless it is /', async () => {
+    const at = (endpoint?: string) =>
+      locationOf(
+        clientAnswering(
+          () => ACTIVE,
+          () => ttlOn('expires_at'),
+          endpoint,
+        ),
+        't',
+      );
+    expect(await at('http://localhost:4567')).toEqual({
+      tableName: 't',
+      region: 'eu-west-1',
+      endpoint: 'http://localhost:4567',
+    });
+    expect((await at('https://dynamodb.example.com/proxy')).endpoint).toBe('https://dynamodb.example.com/proxy');
+    expect((await at()).endpoint).toBeUndefined();
+  });
+
+  it('says why the module cannot use a table, or nothing when it can', async () => {
+    const layout = new TableLayout();
+    const denied = clientAnswering(
+      () => {
+        throw named('AccessDeniedException', 'no');
+      },
+      () => ttlOn('expires_at'),
+    );
+    expect(await readinessProblem(denied, 'keys', layout)).toBe(
+      'Idempotency table "keys" (region eu-west-1): these credentials may not call dynamodb:DescribeTable on it (no). ' +
+        'Grant it (see IAM in the docs), or set failOnStartup: false.',
+    );
+    expect(
+      await readinessProblem(
+        clientAnswering(
+          () => ACTIVE,
+          () => ttlOn('expires_at'),
+        ),
+        'keys',
+        layout,
+      ),
+    ).toBe(undefined);
+  });
+});
+
+describe('the deploy-time check (checkIdempotencyTable)', () => {
+  it('passes a table with the key, ACTIVE, on demand, with TTL on the expiry attribute', async () => {
+    const check = await checkIdempotencyTable(
+      clientAnswering(
+        () => ACTIVE,
+        () => ttlOn('expires_at'),
+      ),
+      'keys',
+    );
+    expect(check).toEqual({
+      ok: true,
+      findings: ['ok: key schema is pk (S, HASH)', 'ok: table is ACTIVE', 'ok: TTL is ENABLED on expires_at'],
+    });
+  });
+
+  it('checks a single-table layout: both keys, and TTL on the renamed expiry attribute', async () => {
+    const table: TableDescription = {
+      ...ACTIVE,
+      KeySchema: [
+        { AttributeName: 'PK', KeyType: 'HASH' },
+        { AttributeName: 'SK', KeyType: 'RANGE' },
+      ],
+      AttributeDefinitions: [
+        { AttributeName: 'PK', AttributeType: 'S' },
+        { AttributeName: 'SK', AttributeType: 'S' },
+      ],
+    };
+    const spec = {
+      tableName: 'app',
+      keySchema: { partitionKey: 'PK', sortKey: 'SK' },
+      attributeNames: { expires_at: 'ttl' },
+    };
+    expect(
+      await checkIdempotencyTable(
+        clientAnswering(
+          () => table,
+          () => ttlOn('ttl'),
+        ),
+        spec,
+      ),
+    ).toEqual({
+      ok: true,
+      findings: ['ok: key schema is PK (S, HASH), SK (S, RANGE)', 'ok: table is ACTIVE', 'ok: TTL is ENABLED on ttl'],
+    });
+    const wrongKeys = await checkIdempotencyTable(
+      clientAnswering(
+        () => ACTIVE,
+        () => ttlOn('ttl'),
+      ),
+      spec,
+    );
+    expect(wrongKeys.ok).toBe(false);
+    expect(wrongKeys.findings[0]).toBe(
+      'FAIL: its key is pk (S, HASH); the module is configured for PK (S, HASH), SK (S, RANGE). ' +
+        "Set keySchema to the table's keys (partitionKey, sortKey), use another tableName, or create one with table:create.",
+    );
+  });
+
+  it('fails a table still CREATING, notes provisioned billing, and fails TTL on another attribute', async () => {
+    const table: TableDescription = { ...ACTIVE, TableStatus: 'CREATING', BillingModeSummary: undefined };
+    const check = await checkIdempotencyTable(
+      clientAnswering(
+        () => table,
+        () => ttlOn('ttl'),
+      ),
+      'keys',
+    );
+    expect(check).toEqual({
+      ok: false,
+      findings: [
+        'ok: key schema is pk (S, HASH)',
+        'FAIL: table status is CREATING',
+        'note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled',
+        'FAIL: TTL is ENABLED on ttl, expected ENABLED on expires_at (dynalite cannot enable or report TTL: run this check against DynamoDB)',
+      ],
+    });
+  });
+
+  it('fails TTL that is not enabled, or cannot be described, naming why', async () => {
+    const disabled = await checkIdempotencyTable(
+      clientAnswering(
+        () => ACTIVE,
+        () => ({}),
+      ),
+      'keys',
+    );
+    expect(disabled.findings[2]).toBe(
+      'FAIL: TTL is unknown, expected ENABLED on expires_at (dynalite cannot enable or report TTL: run this check against DynamoDB)',
+    );
+    const failing = clientAnswering(
+      () => ACTIVE,
+      () => {
+        throw named('AccessDeniedException');
+      },
+    );
+    expect(await checkIdempotencyTable(failing, 'keys')).toEqual({
+      ok: false,
+      findings: [
+        'ok: key schema is pk (S, HASH)',
+        'ok: table is ACTIVE',
+        'FAIL: TTL cannot be described (AccessDeniedException)',
+      ],
+    });
+  });
+
+  it('fails a table that cannot be described, with the code and nothing else', async () => {
+    const missing = clientAnswering(
+      () => {
+        throw named('ResourceNotFoundException');
+      },
+      () => ttlOn('expires_at'),
+    );
+    expect(await checkIdempotencyTable(missing, 'keys')).toEqual({
+      ok: false,
+      findings: ['FAIL: table keys cannot be described (ResourceNotFoundException)'],
+    });
+  });
+});
