@@ -7,9 +7,13 @@
  * sees no coverage there, so they would only slow every run. DynamoDB Local runs when
  * scripts/test-mutation.mjs started one (DYNAMODB_LOCAL_ENDPOINT).
  */
+const { join } = require('node:path');
 const base = require('./jest.config');
 module.exports = {
   ...base,
+  // Each mutant's run stops at its first failing test, the fastest tests first (see each file's comment).
+  testEnvironment: join(__dirname, 'test/support/mutation-bail.environment.cjs'),
+  testSequencer: join(__dirname, 'test/support/mutation-sequencer.cjs'),
   // Stryker runs Jest once per mutant: the JVM would start each time. scripts/test-mutation.mjs starts it once.
   globalSetup: undefined,
   globalTeardown: undefined,
