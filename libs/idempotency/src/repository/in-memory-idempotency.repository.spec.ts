@@ -55,3 +55,29 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 1.5 })).toThrow(/maxRecords/);
   });
 });
+
+describe('InMemoryIdempotencyRepository partitions and writes', () => {
+  const records = async (repository: InMemoryIdempotencyRepository, partition?: string) => {
+    const keys: string[] = [];
+    for await (const page of repository.scan({ pageSize: 10, partition })) keys.push(...page.map((r) => r.key));
+    return keys.sort();
+  };
+
+  it("keeps each record's partition, from a claim or an optimistic put, so one partition can be scanned", async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock());
+    await repository.claim({ key: 'claimed', partition: 'tenant-1', fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.putCompleted({ key: 'put', partition: 'tenant-1', fingerprint: 'fp', response, ttlSeconds: 60 });
+    await repository.claim({ key: 'elsewhere', partition: 'tenant-2', fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.claim({ key: 'unscoped', fingerprint: 'fp', leaseSeconds: 30 });
+    expect(await records(repository, 'tenant-1')).toEqual(['claimed', 'put']);
+    expect(await records(repository)).toEqual(['claimed', 'elsewhere', 'put', 'unscoped']);
+  });
+
+  it("records an optimistic put's writes as committed with it, a copy of them", async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock());
+    const writes = [{ Put: { TableName: 'orders', Item: { id: 'o-1' } } }];
+    await repository.putCompleted({ key: 'k', fingerprint: 'fp', response, ttlSeconds: 60, writes });
+    writes[0].Put.Item.id = 'changed later';
+    expect(repository.commits).toEqual([{ key: 'k', writes: [{ Put: { TableName: 'orders', Item: { id: 'o-1' } } }] }]);
+  });
+});
