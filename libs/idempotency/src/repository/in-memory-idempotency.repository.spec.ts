@@ -26,6 +26,19 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(repository.size).toBe(2);
   });
 
+  it('sweeps a bounded number of expired records per write, so no write pays for all of them; later writes go on', async () => {
+    const clock = new ManualClock();
+    const repository = new InMemoryIdempotencyRepository(clock);
+    for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) await completed(repository, key, 10);
+    clock.advanceSeconds(11);
+    await repository.claim({ key: 'new', fingerprint: 'fp', leaseSeconds: 30 });
+    expect(repository.size).toBe(5); // two of the six expired swept, the new one added
+    expect(await repository.get({ key: 'a' })).toBeUndefined();
+    expect(await repository.get({ key: 'c' })).toBeDefined();
+    await repository.claim({ key: 'newer', fingerprint: 'fp', leaseSeconds: 30 });
+    expect(repository.size).toBe(4);
+  });
+
   it('never evicts a PENDING record, even past its lease: its owner or a successor writes it', async () => {
     const clock = new ManualClock();
     const repository = new InMemoryIdempotencyRepository(clock);
