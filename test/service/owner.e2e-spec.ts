@@ -1,6 +1,7 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
+  IdempotencyInFlightError,
   IdempotencyModule,
   IdempotencyRecord,
   IdempotencyResultNotStoredError,
@@ -247,6 +248,36 @@ describe('the owner of a key', () => {
       setTimeout(() => releaseOwner(), 200);
       await expect(owner).rejects.toThrow('the owner failed');
       await expect(waiting).resolves.toBe('ran in the other instance');
+    } finally {
+      await otherContext.close();
+    }
+  });
+
+  it('polls the store while a duplicate in another instance waits (waitMs): after 25 ms, doubling to 500 ms, to the end', async () => {
+    await start();
+    const other = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
+    }).compile();
+    const otherContext = await other.init();
+    try {
+      const key = newKey();
+      let finishOwner!: () => void;
+      const owner = service.execute(
+        { operation: 'op', key },
+        () => new Promise<string>((resolve) => (finishOwner = () => resolve('the owner finished'))),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the owner has claimed
+      const reads = jest.spyOn(repository, 'get');
+      const waiting = otherContext
+        .get(IdempotencyService)
+        .execute({ operation: 'op', key, waitMs: 1_500 }, async () => 'never');
+      await expect(waiting).rejects.toBeInstanceOf(IdempotencyInFlightError);
+      // Reads at 25, 75, 175, 375, 775 and 1275 ms, and one as the wait ends (a timer firing a hair early adds one).
+      // Later timers under load can only make fewer; a growth that is too slow or too fast is out of this range.
+      expect(reads.mock.calls.length).toBeGreaterThanOrEqual(6);
+      expect(reads.mock.calls.length).toBeLessThanOrEqual(8);
+      finishOwner();
+      await expect(owner).resolves.toBe('the owner finished');
     } finally {
       await otherContext.close();
     }

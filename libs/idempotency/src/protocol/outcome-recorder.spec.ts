@@ -10,7 +10,7 @@ import { callPolicy } from '../options/route-settings';
 import { CompleteInput, CompleteResult } from '../repository/idempotency.repository';
 import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
 import { ManualClock } from '../testing/manual-clock';
-import { OutcomeRecorder } from './outcome-recorder';
+import { OutcomeRecorder, retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall } from './protected-call';
 import { ReplayCache } from './replay-cache';
 
@@ -103,6 +103,40 @@ describe('OutcomeRecorder', () => {
     await recorder.settle(call, await claimed(), stored);
     expect(repository.completions).toBe(2);
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED' });
+  });
+
+  it('backs off between retries: 100 ms, then doubling (real time: the sleeps are not on the clock)', async () => {
+    repository.faults = 3;
+    const started = performance.now();
+    await recorder.settle(call, await claimed(), stored);
+    const elapsedMs = performance.now() - started;
+    expect(repository.completions).toBe(4);
+    expect(elapsedMs).toBeGreaterThanOrEqual(680); // 100 + 200 + 400
+    expect(elapsedMs).toBeLessThan(1_500); // not 100 + 1000 + 1000: each pause is at most a second, not at least
+  });
+
+  it('gives up retrying once the next pause would end past its 10 s budget, and throws the fault', async () => {
+    const write = jest.fn(async () => {
+      throw new IdempotencyStoreUnavailableError('complete', 'ECONNRESET');
+    });
+    // The times the loop reads: the start (a budget to 10 s), then one look after each fault. The pause after the
+    // third ends at 10 s exactly, within the budget; the one after the fourth (800 ms from 10 s) would not.
+    const times = [0, 5_000, 9_000, 9_600, 10_000, 30_000];
+    const now = jest.spyOn(performance, 'now').mockImplementation(() => times.shift() ?? 60_000);
+    try {
+      await expect(retryThroughStoreFaults(write)).rejects.toThrow(IdempotencyStoreUnavailableError);
+    } finally {
+      now.mockRestore();
+    }
+    expect(write).toHaveBeenCalledTimes(4);
+  });
+
+  it('does not retry an error that is not a store fault: it is thrown at once', async () => {
+    const write = jest.fn(async () => {
+      throw new TypeError('a bug in the write');
+    });
+    await expect(retryThroughStoreFaults(write)).rejects.toThrow('a bug in the write');
+    expect(write).toHaveBeenCalledTimes(1);
   });
 
   it('commits the writes with the completion, and hands the result back', async () => {
