@@ -23,6 +23,16 @@ describe('ReplayCache', () => {
     expect(cache.get('c', 0)).toBeDefined();
   });
 
+  it('counts an entry set again as the most recently used', () => {
+    const cache = new ReplayCache(2);
+    cache.set('a', { fingerprint: 'a', expiresAt: 100, response: response() });
+    cache.set('b', { fingerprint: 'b', expiresAt: 100, response: response() });
+    cache.set('a', { fingerprint: 'a', expiresAt: 200, response: response() });
+    cache.set('c', { fingerprint: 'c', expiresAt: 100, response: response() });
+    expect(cache.get('b', 0)).toBeUndefined();
+    expect(cache.get('a', 150)?.expiresAt).toBe(200);
+  });
+
   it('keeps nothing when off, nothing without a body, and nothing over 64 KB', () => {
     const off = new ReplayCache(0);
     off.set('k', { fingerprint: 'fp', expiresAt: 100, response: response() });
@@ -41,5 +51,16 @@ describe('ReplayCache', () => {
     cache.set('small', { fingerprint: 'fp', expiresAt: 100, response: response('x'.repeat(1000)) });
     expect([cache.get('omitted', 0), cache.get('large', 0)]).toEqual([undefined, undefined]);
     expect(cache.get('small', 0)).toBeDefined();
+  });
+
+  it('keeps a response of exactly 64 KB as JSON, and not one byte more', () => {
+    const cache = new ReplayCache(10);
+    const overhead = Buffer.byteLength(JSON.stringify(response('')));
+    const fits = response('x'.repeat(MAX_CACHED_RESPONSE_BYTES - overhead));
+    const over = response('x'.repeat(MAX_CACHED_RESPONSE_BYTES - overhead + 1));
+    cache.set('fits', { fingerprint: 'fp', expiresAt: 100, response: fits });
+    cache.set('over', { fingerprint: 'fp', expiresAt: 100, response: over });
+    expect(cache.get('fits', 0)).toBeDefined();
+    expect(cache.get('over', 0)).toBeUndefined();
   });
 });
