@@ -1,0 +1,136 @@
+import { createHash } from 'node:crypto';
+import { forwardRef, Inject, Injectable } from '@nestjs/common';
+import type { InstanceWrapper } from '../nest-internals';
+import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
+import { boundContext, IdempotencyContext, injectsIdempotencyContext, RunningClaim } from './idempotency-context';
+
+const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { id } } });
+
+function claim(overrides: Partial<RunningClaim> = {}): RunningClaim {
+  return {
+    recordKey: 'POST /orders#abc',
+    claimToken: 'token',
+    canCommitWith: true,
+    writes: [],
+    open: true,
+    ...overrides,
+  };
+}
+
+describe('IdempotencyContext bound to a call', () => {
+  it('derives a provider key as SHA-256 of the record key and the name: stable across releases, so re-runs match', () => {
+    const context = boundContext(claim());
+    const expected = createHash('sha256').update('derived\0POST /orders#abc\0provider').digest('hex');
+    expect(context.deriveKey('provider')).toBe(expected);
+  });
+
+  it('refuses to derive a key without a name', () => {
+    const context = boundContext(claim());
+    expect(() => context.deriveKey('')).toThrow(new TypeError('IdempotencyContext.deriveKey needs a name.'));
+    expect(() => context.deriveKey(undefined as unknown as string)).toThrow(/deriveKey needs a name/);
+  });
+
+  it('keeps each kind of write, in order', () => {
+    const running = claim();
+    const writes: CommitWrite[] = [
+      put('a'),
+      { Update: { TableName: 'orders', Key: { id: 'b' }, UpdateExpression: 'SET n = :n' } },
+      { Delete: { TableName: 'orders', Key: { id: 'c' } } },
+      { ConditionCheck: { TableName: 'orders', Key: { id: 'd' }, ConditionExpression: 'attribute_exists(id)' } },
+    ];
+    boundContext(running).commitWith(...writes.slice(0, 2));
+    boundContext(running).commitWith(...writes.slice(2));
+    expect(running.writes).toEqual(writes);
+  });
+
+  it.each([
+    ['nothing', undefined],
+    ['an empty object', {}],
+    ['two actions in one', { ...put('a'), Delete: { TableName: 'orders', Key: { id: 'a' } } }],
+    ['an unknown action', { Upsert: { TableName: 'orders' } }],
+  ])('refuses %s as a write, and keeps none of the call', (_, write) => {
+    const running = claim();
+    expect(() => boundContext(running).commitWith(put('a'), write as unknown as CommitWrite)).toThrow(
+      new TypeError(
+        'IdempotencyContext.commitWith: each write is { Put }, { Update }, { Delete } or { ConditionCheck }.',
+      ),
+    );
+    expect(running.writes).toEqual([]);
+  });
+
+  it(`takes ${MAX_COMMIT_WRITES} writes per call, and refuses one more with the count`, () => {
+    const running = claim();
+    const context = boundContext(running);
+    context.commitWith(...Array.from({ length: MAX_COMMIT_WRITES - 1 }, (_, i) => put(`o${i}`)));
+    context.commitWith(put('last'));
+    expect(running.writes).toHaveLength(MAX_COMMIT_WRITES);
+    expect(() => context.commitWith(put('one more'))).toThrow(
+      new RangeError(
+        `IdempotencyContext.commitWith: at most ${MAX_COMMIT_WRITES} writes per call (DynamoDB's 100 actions per ` +
+          `transaction, one of which is the completion); this call has ${MAX_COMMIT_WRITES + 1}.`,
+      ),
+    );
+    expect(running.writes).toHaveLength(MAX_COMMIT_WRITES);
+  });
+
+  it('refuses writes on a store without transactions, saying what to do instead', () => {
+    const context = boundContext(claim({ canCommitWith: false }));
+    expect(context.active).toBe(true);
+    expect(context.canCommitWith).toBe(false);
+    expect(() => context.commitWith(put('a'))).toThrow(/has no transactions.*Check canCommitWith/);
+  });
+});
+
+@Injectable()
+class Service {}
+
+@Injectable()
+class ByConstructor {
+  constructor(readonly context: IdempotencyContext) {}
+}
+
+@Injectable()
+class ByInjectToken {
+  constructor(@Inject(IdempotencyContext) readonly context: unknown) {}
+}
+
+@Injectable()
+class ByForwardRef {
+  constructor(@Inject(forwardRef(() => IdempotencyContext)) readonly context: unknown) {}
+}
+
+@Injectable()
+class ByProperty {
+  @Inject() readonly context!: IdempotencyContext;
+}
+
+const wrapper = (fields: { metatype?: Function; inject?: unknown[] }) => fields as unknown as InstanceWrapper;
+
+describe('injectsIdempotencyContext', () => {
+  it.each([
+    ['a constructor parameter, by type', wrapper({ metatype: ByConstructor })],
+    ['a constructor parameter, by @Inject() token', wrapper({ metatype: ByInjectToken })],
+    ['a constructor parameter, by forwardRef', wrapper({ metatype: ByForwardRef })],
+    ['a property', wrapper({ metatype: ByProperty })],
+    ["a factory's inject", wrapper({ metatype: () => ({}), inject: [IdempotencyContext] })],
+    [
+      "a factory's inject, as { token, optional }",
+      wrapper({ inject: [{ token: IdempotencyContext, optional: true }] }),
+    ],
+    ["a factory's inject, by forwardRef", wrapper({ inject: [forwardRef(() => IdempotencyContext)] })],
+  ])('sees it injected through %s', (_, injected) => {
+    expect(injectsIdempotencyContext(injected)).toBe(true);
+  });
+
+  it.each([
+    ['a class that injects something else', wrapper({ metatype: Service })],
+    ['a value provider (no class, no inject)', wrapper({})],
+    [
+      "a factory whose class is not what it injects (a factory's inject is its whole list)",
+      wrapper({ metatype: ByConstructor, inject: [Service] }),
+    ],
+    ['a factory injecting a string token', wrapper({ inject: ['IdempotencyContext', { token: 'x' }] })],
+  ])('does not see it in %s', (_, other) => {
+    expect(injectsIdempotencyContext(other)).toBe(false);
+  });
+});
