@@ -86,6 +86,25 @@ describe('LeaseHeartbeat', () => {
     expect((await repository.get({ key }))?.expiresAt).toBe(clock.nowSeconds() + 3);
   });
 
+  it('cuts each renewal at an invocation deadline (AWS Lambda), and sends none once it has passed', async () => {
+    jest.setSystemTime(1_000_000_000_000); // a whole second: the deadline is 2 s from now
+    const key = 'POST /heartbeat#deadline';
+    const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 2 });
+    if (!claim.claimed) throw new Error('claim lost');
+    const { claimToken } = claim;
+    const heartbeat = new LeaseHeartbeat(repository, telemetry, {
+      key,
+      claimToken,
+      leaseSeconds: 3,
+      maxLeaseSeconds: 3600,
+      deadline: 1_000_000_002,
+      renewed: () => undefined,
+    });
+    heartbeats.push(heartbeat);
+    await advance(3000);
+    expect(repository.renews).toEqual([{ key, claimToken, leaseSeconds: 1 }]); // at 1 s; at 2 s none
+  });
+
   it('keeps one renewal in flight at a time: ticks while one is pending send nothing', async () => {
     await owned(3);
     repository.hold = true;
