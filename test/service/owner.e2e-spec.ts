@@ -36,6 +36,19 @@ describe('the owner of a key', () => {
   };
   afterEach(() => context.close());
 
+  /** Runs `use` against a second instance of the module on the same repository (another process, as far as it knows). */
+  const withSecondInstance = async (use: (other: IdempotencyService) => Promise<void>) => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
+    }).compile();
+    const other = await moduleRef.init();
+    try {
+      await use(other.get(IdempotencyService));
+    } finally {
+      await other.close();
+    }
+  };
+
   // What an operator reads when the end of a run cannot be written as planned.
   const logs = new CapturedLogs();
   beforeEach(() => logs.clear());
@@ -230,11 +243,7 @@ describe('the owner of a key', () => {
 
   it('lets a duplicate waiting in another instance (waitMs) run the work itself once the owner releases the key', async () => {
     await start();
-    const other = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
-    }).compile();
-    const otherContext = await other.init();
-    try {
+    await withSecondInstance(async (other) => {
       const key = newKey();
       let releaseOwner!: () => void;
       const owner = service.execute(
@@ -242,24 +251,16 @@ describe('the owner of a key', () => {
         () => new Promise<string>((_resolve, reject) => (releaseOwner = () => reject(new Error('the owner failed')))),
       );
       await new Promise((resolve) => setTimeout(resolve, 50)); // the owner has claimed
-      const waiting = otherContext
-        .get(IdempotencyService)
-        .execute({ operation: 'op', key, waitMs: 5_000 }, async () => 'ran in the other instance');
+      const waiting = other.execute({ operation: 'op', key, waitMs: 5_000 }, async () => 'ran in the other instance');
       setTimeout(() => releaseOwner(), 200);
       await expect(owner).rejects.toThrow('the owner failed');
       await expect(waiting).resolves.toBe('ran in the other instance');
-    } finally {
-      await otherContext.close();
-    }
+    });
   });
 
   it('polls the store while a duplicate in another instance waits (waitMs): after 25 ms, doubling to 500 ms, to the end', async () => {
     await start();
-    const other = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
-    }).compile();
-    const otherContext = await other.init();
-    try {
+    await withSecondInstance(async (other) => {
       const key = newKey();
       let finishOwner!: () => void;
       const owner = service.execute(
@@ -268,9 +269,7 @@ describe('the owner of a key', () => {
       );
       await new Promise((resolve) => setTimeout(resolve, 50)); // the owner has claimed
       const reads = jest.spyOn(repository, 'get');
-      const waiting = otherContext
-        .get(IdempotencyService)
-        .execute({ operation: 'op', key, waitMs: 1_500 }, async () => 'never');
+      const waiting = other.execute({ operation: 'op', key, waitMs: 1_500 }, async () => 'never');
       await expect(waiting).rejects.toBeInstanceOf(IdempotencyInFlightError);
       // Reads at 25, 75, 175, 375, 775 and 1275 ms, and one as the wait ends: 7 (a timer firing a hair early can add a
       // 1 ms pause and a read; late timers under load, fewer). A growth capped at 500 ms from the start gives at most
@@ -279,9 +278,7 @@ describe('the owner of a key', () => {
       expect(reads.mock.calls.length).toBeLessThanOrEqual(10);
       finishOwner();
       await expect(owner).resolves.toBe('the owner finished');
-    } finally {
-      await otherContext.close();
-    }
+    });
   });
 
   it('stores a result with commitWith writes even when storeIf calls it not final: the writes are committed with it', async () => {
