@@ -93,6 +93,7 @@ const ROUTES = [
   '/bench/powertools',
   '/bench/floor',
   '/bench/floor-intercepted',
+  '/bench/floor-memory',
 ];
 const LATENCY = `first requests, ${LATENCY_MS} ms per DynamoDB call`;
 const LATENCY_CONNECTIONS = Number(process.env.BENCH_LATENCY_CONNECTIONS ?? 4);
@@ -226,8 +227,8 @@ async function measure(endpoint) {
     ['mix, cache off', 'pairs', [OURS, '/bench/powertools']],
   ]);
   await on({ IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' }, [
-    ['in-memory store, new key', 'fresh', [OURS, '/bench/plain', '/bench/intercepted']],
-    ['in-memory store, replays', 'replay', [OURS, '/bench/plain', '/bench/intercepted']],
+    ['in-memory store, new key', 'fresh', [OURS, '/bench/plain', '/bench/intercepted', '/bench/floor-memory']],
+    ['in-memory store, replays', 'replay', [OURS, '/bench/plain', '/bench/intercepted', '/bench/floor-memory']],
   ]);
   if (!ONLY || ONLY.test(TRACKING)) {
     // Two apps, identical but for a provider that injects IdempotencyContext (so the second tracks calls through
@@ -389,6 +390,14 @@ function report(allResults, sdkSide, capacity) {
         `${scenario}: \`/bench/intercepted\` ÷ \`/bench/plain\``,
       ),
     ),
+    ...['in-memory store, new key', 'in-memory store, replays'].map((scenario) =>
+      pair(
+        find(scenario),
+        '/bench/floor-memory',
+        '/bench/intercepted',
+        `${scenario}: \`/bench/floor-memory\` ÷ \`/bench/intercepted\``,
+      ),
+    ),
   ];
   const tracking = find(TRACKING);
   const trackingRows = tracking
@@ -424,6 +433,9 @@ idempotency layer's. Routes of the same app:
   else: the floor for those calls;
 - \`/bench/floor-intercepted\`: the floor's calls inside a pass-through Nest interceptor: what any interceptor that
   makes those calls must pay (the CPU goals' reference);
+- \`/bench/floor-memory\`: the in-memory floor, in the in-memory scenarios: by hand, inside a Nest interceptor, what
+  making a route idempotent on a process-local store needs and nothing else (the key and the body hashed, a claim in a
+  \`Map\`, the response kept as JSON text, as many records kept as the module's store keeps);
 - \`/bench/optimistic\`: the module in optimistic mode (\`@Idempotent({ mode: 'optimistic' })\`), in the latency runs;
 - \`/bench/intercepted\`: the plain handler behind a pass-through Nest interceptor (\`next.handle()\`, nothing else): what
   Nest's interceptor pipeline alone costs, which any interceptor (this module's included) pays and Powertools, called
@@ -464,8 +476,9 @@ hundredths above a whole number are requests still in flight when a run's clock 
 
 ## What the goals are measured against (per-round ratios, median [min–max])
 
-Powertools against the floor route (same calls by hand), and Nest's interceptor pipeline alone against the plain
-route: a goal below these is below what the calls, or any interceptor, cost.
+Powertools against the floor route (same calls by hand), Nest's interceptor pipeline alone against the plain
+route, and the in-memory floor against the interceptor pipeline alone: a goal below these is below what the calls,
+or any interceptor, cost.
 
 | ratio | throughput | | CPU | |
 |---|---:|---|---:|---|

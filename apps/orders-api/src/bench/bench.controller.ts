@@ -20,6 +20,7 @@ import { Idempotent, IdempotencyContext } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { dynamoCalls } from './call-counter';
 import { floorCalls } from './floor-calls';
+import { MemoryFloorInterceptor } from './memory-floor.interceptor';
 
 export const POWERTOOLS_TABLE = 'powertools_idempotency';
 
@@ -131,6 +132,14 @@ export class BenchController {
   @UseInterceptors(PassThroughInterceptor)
   floorIntercepted(@Headers('idempotency-key') key: string, @Body() body: unknown) {
     return this.floorCalls('POST /bench/floor-intercepted', key, body);
+  }
+
+  /** The in-memory floor: by hand, what any interceptor making a route idempotent on a process-local store must do. */
+  @Post('floor-memory')
+  @HttpCode(200)
+  @UseInterceptors(MemoryFloorInterceptor)
+  floorMemory(@Body() body: unknown) {
+    return work(body);
   }
 
   /** Calls so far, CPU time used (µs), and the monotonic clock (µs) that `--cpu-prof` timestamps samples with. */

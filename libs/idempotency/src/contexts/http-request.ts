@@ -13,14 +13,22 @@ export async function requestFingerprint(request: any, method: string, route: st
   const where = `${method} ${route}`;
   const raw = request.raw ?? request; // Fastify's request wraps Node's
   if (carriesBody(raw) && !raw.readableEnded) throw unparsedBody(where, raw.headers['content-type']);
+  const body = withFileParts(request.body, where);
+  // On Fastify, @fastify/multipart decorates requests with file() and files() methods: those are not uploads.
+  const file = uploaded(request.file) as MulterFile | undefined;
+  const files = uploaded(request.files) as MulterFile[] | Record<string, MulterFile[]> | undefined;
   return fingerprintRequest({
     method,
     route,
     params: request.params,
     query: request.query,
-    body: await withFileParts(request.body, where),
-    files: await multerFiles(request, where),
+    body,
+    files: file === undefined && files === undefined ? undefined : await multerFiles(file, files, where),
   });
+}
+
+function uploaded(value: unknown): object | undefined {
+  return typeof value === 'object' && value !== null ? value : undefined;
 }
 
 /** A `Content-Length` above 0, or a body of unknown length (chunked). */
@@ -53,13 +61,12 @@ interface MulterFile {
   path?: string;
 }
 
-/** `req.file` and `req.files` (an array, or arrays by field name) as digests; undefined when there are none. */
-async function multerFiles(request: any, where: string): Promise<unknown> {
-  // On Fastify, @fastify/multipart decorates requests with file() and files() methods: those are not uploads.
-  const uploaded = (value: unknown) => (typeof value === 'object' && value !== null ? value : undefined);
-  const file = uploaded(request.file) as MulterFile | undefined;
-  const files = uploaded(request.files) as MulterFile[] | Record<string, MulterFile[]> | undefined;
-  if (file === undefined && files === undefined) return undefined;
+/** `req.file` and `req.files` (an array, or arrays by field name) as digests. */
+async function multerFiles(
+  file: MulterFile | undefined,
+  files: MulterFile[] | Record<string, MulterFile[]> | undefined,
+  where: string,
+): Promise<unknown> {
   const digest = (one: MulterFile) => multerDigest(one, where);
   const all = async (list: MulterFile[]) => Promise.all(list.map(digest));
   let digestedFiles: unknown;
@@ -92,7 +99,7 @@ async function multerDigest(file: MulterFile, where: string): Promise<FileDigest
  * A body from `@fastify/multipart` with `attachFieldsToBody: true` holds parts, not values: fields become their value,
  * files their digest (their bytes are in `_buf`).
  */
-async function withFileParts(body: unknown, where: string): Promise<unknown> {
+function withFileParts(body: unknown, where: string): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body)) return body;
   const values = Object.values(body);
   if (!values.some((value) => isPart(value) || (Array.isArray(value) && value.some(isPart)))) return body;

@@ -28,6 +28,13 @@ describe('dynamoErrorCode', () => {
     expect(wrapped('Error: socket hang up')).toBe('ECONNRESET');
     expect(wrapped('TimeoutError: the request took too long')).toBe('TimeoutError');
     expect(wrapped('AbortError')).toBe('AbortError');
+    expect(wrapped('Error:ECONNRESET')).toBe('ECONNRESET'); // no space after the colon
+  });
+
+  it('reads only the wrapper at the start of a message, not the same words quoted inside another', () => {
+    expect(dynamoErrorCode(new Error('retried: AWS SDK error wrapper for Error: read ECONNRESET'))).toBe(
+      'UnknownError',
+    );
   });
 
   it('is UnknownError for a plain Error, a string or nothing', () => {
@@ -66,16 +73,18 @@ describe('toStoreError', () => {
     ['InvalidSignatureException', 'the secret key and the region'],
     ['CredentialsProviderError', 'AWS_ACCESS_KEY_ID'],
   ])('makes %s a misconfigured store, with its fix', (code, fix) => {
-    const error = toStoreError('complete', named(code));
+    const cause = named(code);
+    const error = toStoreError('complete', cause);
     expect(error).toBeInstanceOf(IdempotencyStoreMisconfiguredError);
-    expect(error).toMatchObject({ operation: 'complete', dynamoErrorCode: code });
+    expect(error).toMatchObject({ operation: 'complete', dynamoErrorCode: code, cause });
     expect(misconfigurationFix(named(code))).toContain(fix);
   });
 
   it('makes anything else an unavailable store, which retrying may fix', () => {
-    const error = toStoreError('get', named('InternalServerError'));
+    const cause = named('InternalServerError');
+    const error = toStoreError('get', cause);
     expect(error).toBeInstanceOf(IdempotencyStoreUnavailableError);
-    expect(error).toMatchObject({ operation: 'get', dynamoErrorCode: 'InternalServerError' });
+    expect(error).toMatchObject({ operation: 'get', dynamoErrorCode: 'InternalServerError', cause });
     expect(misconfigurationFix(named('InternalServerError'))).toBeUndefined();
   });
 });

@@ -93,6 +93,8 @@ export class IdempotencyTelemetry {
     unit: 's',
     advice: { explicitBucketBoundaries: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
   });
+  /** Each outcome's attributes, made once: one is counted on every request. */
+  private readonly requestAttributes = new Map<RequestOutcome, Attributes>();
   private readonly findings = new Map<string, SweepFindings>();
   private readonly intervals = new Map<string, number>();
 
@@ -121,7 +123,9 @@ export class IdempotencyTelemetry {
   }
 
   request(outcome: RequestOutcome): void {
-    this.requests.add(1, { ...this.labels, outcome });
+    let attributes = this.requestAttributes.get(outcome);
+    if (!attributes) this.requestAttributes.set(outcome, (attributes = { ...this.labels, outcome }));
+    this.requests.add(1, attributes);
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
