@@ -100,7 +100,19 @@ timings (one measurement each).
 
 | goal | measured | target | |
 |---|---:|---:|---|
-${rows.join('\n')}`;
+${rows.join('\n')}
+${inMemoryFloorNote(find('in-memory store, new key'))}`;
+}
+
+/** The in-memory goal against what its calls cost by hand (`/bench/floor-memory`), when the run has that route. */
+function inMemoryFloorNote(result) {
+  if (!result?.runs['/bench/floor-memory']) return '';
+  const cpu = (ours, other) => show(perRound(result, ours, other, 'cpuMicrosPerRequest'));
+  return `
+The in-memory goal measured against its floor (CPU per request, in-memory store, new key): \`/bench/floor-memory\`, the
+bare minimum by hand inside an interceptor, costs ${cpu('/bench/floor-memory', '/bench/intercepted')} × \`/bench/intercepted\`;
+the module costs ${cpu(OURS, '/bench/floor-memory')} × the floor. The floor's own ratio is what the target leaves for the
+module's protocol (its lease, telemetry, key validation, canonical fingerprint, headers and error paths).`;
 }
 
 /** p50 and p99 of first requests per route, with every DynamoDB call delayed. */
