@@ -19,7 +19,9 @@ class MutationBailEnvironment extends TestEnvironment {
     if (event.name === 'test_fn_failure' || event.name === 'hook_failure') process[FAILED_MUTANT] = mutant;
     if (process[FAILED_MUTANT] !== mutant) return;
     if (event.name === 'run_describe_start') event.describeBlock.mode = 'skip';
-    if (event.name === 'test_start') event.test.mode = 'skip';
+    // A test that already carries an error (its block's beforeAll failed) must still be reported failed: skipped, it
+    // would hide the failure that killed the mutant.
+    if (event.name === 'test_start' && event.test.errors.length === 0) event.test.mode = 'skip';
   }
 }
 
