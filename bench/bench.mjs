@@ -20,6 +20,9 @@ const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
 const WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** A round measures each route in slices this long, taken in turn (A B F A B F …): drift falls on every route alike. */
+const SLICE_SECONDS = Number(process.env.BENCH_SLICE_SECONDS ?? 1);
+const SLICES = Math.max(1, Math.round(DURATION_SECONDS / SLICE_SECONDS));
 const PROFILE = process.env.BENCH_PROFILE !== '0';
 const REPLAY_KEYS = 200;
 /** BENCH_ONLY=<regex>: only the scenarios whose name matches, printed and not written (for a quick look while working). */
@@ -182,18 +185,22 @@ async function once(app, path, kind, connections = CONNECTIONS) {
 }
 
 /**
- * The routes of one scenario, interleaved: round i runs them rotated by i (A B F, B F A, F A B), so each route meets
- * the machine's drift in every position. A route is a path on `app`, or `{ label, app, path }` for one on another
- * app. Returns every run per route, in round order.
+ * The routes of one scenario, interleaved: round i takes them rotated by i (A B F, B F A, F A B), and within a round
+ * each route's DURATION_SECONDS are measured in slices taken in turn (A B F A B F …), so that the machine's drift,
+ * which on this VM moves CPU per request by a fifth within minutes, falls on every route alike. `sliced: false`
+ * measures each route in one run instead (latency: its percentiles need whole runs). A route is a path on `app`, or
+ * `{ label, app, path }` for one on another app. Returns every round's figures per route, in round order.
  */
-async function interleaved(app, scenario, kind, routes, connections = CONNECTIONS) {
+async function interleaved(app, scenario, kind, routes, connections = CONNECTIONS, sliced = true) {
   if (ONLY && !ONLY.test(scenario)) return undefined;
   const targets = routes.map((route) => (typeof route === 'string' ? { label: route, app, path: route } : route));
   const runs = Object.fromEntries(targets.map(({ label }) => [label, []]));
   for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < targets.length; i++) {
-      const { label, app: target, path } = targets[(i + round) % targets.length];
-      const run = await once(target, path, kind, connections);
+    const rotated = targets.map((_, i) => targets[(i + round) % targets.length]);
+    const measured = sliced
+      ? await slicedRound(rotated, kind, connections)
+      : await wholeRound(rotated, kind, connections);
+    for (const [label, run] of measured) {
       runs[label].push(run);
       console.log(
         `${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`,
@@ -201,6 +208,52 @@ async function interleaved(app, scenario, kind, routes, connections = CONNECTION
     }
   }
   return { scenario, kind, runs };
+}
+
+/** One run per route, in turn, each after its own warm-up. */
+async function wholeRound(targets, kind, connections) {
+  const measured = [];
+  for (const { label, app, path } of targets) measured.push([label, await once(app, path, kind, connections)]);
+  return measured;
+}
+
+/**
+ * Every route warmed up, then (for replays) its keys primed, after every warm-up, whose new keys would otherwise push
+ * them out of the app's replay caches; then SLICES slices per route, taken in turn, summed per route.
+ */
+async function slicedRound(targets, kind, connections) {
+  const tags = targets.map(() => randomUUID().slice(0, 8));
+  for (const [i, { app, path }] of targets.entries()) {
+    await load(app.url, path, keyStream('fresh', `warm-${tags[i]}`), WARM_UP_SECONDS, connections);
+  }
+  if (kind === 'replay') for (const [i, { app, path }] of targets.entries()) await prime(app.url, path, tags[i]);
+  const slices = targets.map(() => []);
+  for (let slice = 0; slice < SLICES; slice++) {
+    for (const [i, { app, path }] of targets.entries()) {
+      // Replays cycle over the primed keys; new keys and pairs are new in every slice.
+      const keys = keyStream(kind, kind === 'replay' ? tags[i] : `${tags[i]}-${slice}`);
+      slices[i].push(await load(app.url, path, keys, DURATION_SECONDS / SLICES, connections));
+    }
+  }
+  return targets.map(({ label }, i) => [label, combined(slices[i])]);
+}
+
+/** A route's slices as one run: totals summed, rates per request over all of them, latencies the slices' median. */
+function combined(slices) {
+  const sum = (figure) => slices.reduce((total, slice) => total + figure(slice), 0);
+  const total = sum((slice) => slice.total);
+  const perRequest = (figure) => sum((slice) => slice[figure] * slice.total) / total;
+  return {
+    rps: sum((slice) => slice.rps) / slices.length,
+    p50: median(slices.map((slice) => slice.p50)),
+    p99: median(slices.map((slice) => slice.p99)),
+    errors: sum((slice) => slice.errors),
+    statuses: { '2xx': sum((slice) => slice.statuses['2xx']), non2xx: sum((slice) => slice.statuses.non2xx) },
+    callsPerRequest: perRequest('callsPerRequest'),
+    cpuMicrosPerRequest: perRequest('cpuMicrosPerRequest'),
+    total,
+    window: [slices[0].window[0], slices.at(-1).window[1]],
+  };
 }
 
 /** Per-round ratios of `ours` (the module's route, unless named) to `other` for one figure, as median [min–max]. */
@@ -252,7 +305,7 @@ async function measure(endpoint) {
     const proxy = await startDelayProxy(endpoint);
     const app = await startApp(proxy.endpoint, { IDEMPOTENCY_REPLAY_CACHE: '1' });
     const routes = [OURS, '/bench/optimistic', '/bench/powertools', '/bench/floor'];
-    results.push(await interleaved(app, LATENCY, 'fresh', routes, LATENCY_CONNECTIONS));
+    results.push(await interleaved(app, LATENCY, 'fresh', routes, LATENCY_CONNECTIONS, false));
     app.stop();
     await proxy.stop();
   }
@@ -421,8 +474,9 @@ Machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 
 
 dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process: the bench routes only, none of the
 orders, so an app that uses \`@Idempotent()\` and does not inject \`IdempotencyContext\`) and autocannon (this process)
-share the machine's ${cpu.length} cores; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per run, each after a ${WARM_UP_SECONDS} s warm-up on the same route
-(and 3 s on every route when an app starts). The handler is trivial (it echoes the body), so the figures are the
+share the machine's ${cpu.length} cores; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per route and round, measured in ${SLICES} slices of
+${f0(DURATION_SECONDS / SLICES)} s taken in turn with the scenario's other routes (A B F A B F …), after a ${WARM_UP_SECONDS} s warm-up of each route (and 3 s on every
+route when an app starts). The handler is trivial (it echoes the body), so the figures are the
 idempotency layer's. Routes of the same app:
 
 - \`/bench/idempotent\`: the module (\`@Idempotent()\`);
@@ -443,7 +497,10 @@ idempotency layer's. Routes of the same app:
 - \`/bench/plain\`: no idempotency at all.
 
 Each scenario runs its routes interleaved for ${ROUNDS} rounds, rotated each round (A B F, B F A, F A B), and every
-ratio below is taken within a round (adjacent runs) and reported as the **median [min–max] over the rounds**. A ratio
+ratio below is taken within a round (the same slices of time) and reported as the **median [min–max] over the
+rounds**. The slices matter: this VM's speed drifts by a fifth within minutes, so a route measured in one block after
+another's measures the drift as much as the route. Latency percentiles are each run's own in the latency runs, and the
+median of the slices' elsewhere. A ratio
 whose range crosses 1.0 is a **tie**, whatever its median. CPU per request is the app process's user + system CPU
 time (\`process.cpuUsage()\`) over the run, divided by the requests completed: the app sits at 100 % CPU, so this is
 the figure that decides throughput. DynamoDB calls are counted by an SDK middleware in the app.

@@ -94,7 +94,7 @@ export function goalsSection({ find, ratio, capacity, latency }) {
   }
   return `## Goals
 
-Ratios are per round (adjacent runs), **median [min–max]**. The verdict is the median's; "(median; the range crosses
+Ratios are per round (the same slices of time), **median [min–max]**. The verdict is the median's; "(median; the range crosses
 the target)" when some rounds say otherwise, i.e. the rounds are too noisy to settle it. Capacity units are counts, not
 timings (one measurement each).
 
