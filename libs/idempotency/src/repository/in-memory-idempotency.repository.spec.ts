@@ -61,6 +61,37 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(await repository.get({ key: 'third' })).toBeDefined();
   });
 
+  it('evicts by the last write, across thousands of writes: a record finished late outlives those finished before', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 3 });
+    const late = await repository.claim({ key: 'late', fingerprint: 'fp', leaseSeconds: 60 });
+    if (!late.claimed) throw new Error('late not claimed');
+    for (let i = 0; i < 3000; i++) await completed(repository, `key-${i}`);
+    await repository.complete({ key: 'late', claimToken: late.claimToken, response, ttlSeconds: 60 });
+    await completed(repository, 'extra-0');
+    await completed(repository, 'extra-1');
+    expect(await repository.get({ key: 'key-2999' })).toBeUndefined();
+    expect(await repository.get({ key: 'late' })).toMatchObject({ status: 'COMPLETED' });
+    await completed(repository, 'extra-2');
+    expect(await repository.get({ key: 'late' })).toBeUndefined();
+    expect(repository.size).toBe(3);
+  });
+
+  it('evicts a key that failed and was claimed again thousands of times by its last write', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 2 });
+    await completed(repository, 'first');
+    for (let i = 0; i < 3000; i++) {
+      const claim = await repository.claim({ key: 'flaky', fingerprint: 'fp', leaseSeconds: 60 });
+      if (!claim.claimed) throw new Error('flaky not claimed');
+      await repository.fail({ key: 'flaky', claimToken: claim.claimToken, ttlSeconds: 60 });
+    }
+    await completed(repository, 'second');
+    expect(await repository.get({ key: 'first' })).toBeUndefined();
+    expect(await repository.get({ key: 'flaky' })).toMatchObject({ status: 'FAILED' });
+    await completed(repository, 'third');
+    expect(await repository.get({ key: 'flaky' })).toBeUndefined();
+    expect(await repository.get({ key: 'second' })).toBeDefined();
+  });
+
   it('refuses a maxRecords that is not a positive whole number', () => {
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(
       /maxRecords must be a positive whole number/,

@@ -38,11 +38,16 @@ const EXPIRED_CHECKED_PER_WRITE = 2;
  * stay until their owner (or a successor) writes them.
  */
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
-  /**
-   * Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. In the order they were
-   * last written (every write moves a record to the end), so the first ones are the oldest.
-   */
+  /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
   private readonly records = new Map<string, StoredRecord>();
+  /**
+   * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A write is a new
+   * object, so an entry whose key was written again (or removed) is no longer the kept one: skipped, and dropped once
+   * it reaches the front. Not the map's own order: a `Map` iterated from its start walks every entry deleted from its
+   * front since it last grew, and at `maxRecords` every write deletes one there.
+   */
+  private finished: StoredRecord[] = [];
+  private oldest = 0;
   private readonly maxRecords: number;
   /**
    * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
@@ -169,23 +174,51 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 
   /** Stores a record as the newest, then evicts what has expired among the oldest, and the oldest finished past the limit. */
   private write(record: StoredRecord): void {
-    this.records.delete(record.key);
     this.records.set(record.key, record);
+    // A PENDING record is never evicted: its lease ends by its owner's write or a takeover.
+    if (record.status !== 'PENDING') this.finished.push(record);
     const now = this.clock.nowSeconds();
     let checked = 0;
-    for (const oldest of this.records.values()) {
-      if (oldest.status === 'PENDING') continue; // a lease ends by its owner's write or a takeover, never by eviction
+    for (const oldest of this.finishedInWriteOrder()) {
       if (checked++ >= EXPIRED_CHECKED_PER_WRITE || oldest.expiresAt >= now) break;
       this.records.delete(oldest.key);
     }
-    if (this.records.size <= this.maxRecords) return;
-    for (const candidate of this.records.values()) {
-      if (candidate.status === 'PENDING') continue; // a running call's lease is never dropped to make room
-      this.records.delete(candidate.key);
-      return;
+    if (this.records.size > this.maxRecords) {
+      for (const candidate of this.finishedInWriteOrder()) {
+        this.records.delete(candidate.key);
+        break;
+      }
+    }
+    this.compact();
+  }
+
+  /**
+   * Drops the entries passed at the front once they are many; and when entries written again pile up behind a front
+   * that stays (a long TTL, keys failing and claimed again), keeps only the kept records: memory stays bounded by the
+   * records kept, and each entry is dropped once.
+   */
+  private compact(): void {
+    if (this.finished.length - this.oldest > 2 * this.records.size + COMPACT_AFTER) {
+      this.finished = this.finished.slice(this.oldest).filter((record) => this.records.get(record.key) === record);
+      this.oldest = 0;
+    } else if (this.oldest > COMPACT_AFTER && this.oldest * 2 > this.finished.length) {
+      this.finished.splice(0, this.oldest);
+      this.oldest = 0;
+    }
+  }
+
+  /** The finished records kept, oldest written first. Entries no longer kept are skipped, and dropped at the front. */
+  private *finishedInWriteOrder(): Generator<StoredRecord> {
+    for (let i = this.oldest; i < this.finished.length; i++) {
+      const record = this.finished[i];
+      if (this.records.get(record.key) === record) yield record;
+      else if (i === this.oldest) this.oldest++;
     }
   }
 }
+
+/** Entries no longer kept that the finished list may hold before it is cut down. */
+const COMPACT_AFTER = 1024;
 
 /** A record as kept: its response as JSON text. */
 type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
