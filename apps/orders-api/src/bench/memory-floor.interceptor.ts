@@ -31,6 +31,12 @@ interface FloorRecord {
 @Injectable()
 export class MemoryFloorInterceptor implements NestInterceptor {
   private readonly records = new Map<string, FloorRecord>();
+  /**
+   * Keys in the order claimed, from `oldest` on: what goes first past the limit. Not the `Map`'s own order: iterated
+   * from its start, a `Map` walks every entry deleted from its front since it last grew.
+   */
+  private order: string[] = [];
+  private oldest = 0;
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<{ headers: Record<string, string>; body: unknown }>();
@@ -44,7 +50,12 @@ export class MemoryFloorInterceptor implements NestInterceptor {
     }
     const claimToken = randomUUID();
     this.records.set(key, { status: 'PENDING', fingerprint, claimToken });
-    if (this.records.size > MAX_RECORDS) this.records.delete(this.records.keys().next().value!);
+    this.order.push(key);
+    if (this.records.size > MAX_RECORDS) this.records.delete(this.order[this.oldest++]);
+    if (this.oldest > 1024 && this.oldest * 2 > this.order.length) {
+      this.order = this.order.slice(this.oldest);
+      this.oldest = 0;
+    }
     return next.handle().pipe(
       tap((body) => {
         const response = JSON.stringify({ statusCode: 200, body });
