@@ -93,8 +93,8 @@ export class IdempotencyTelemetry {
     unit: 's',
     advice: { explicitBucketBoundaries: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
   });
-  /** Each outcome's attributes, made once: one is counted on every request. */
-  private readonly requestAttributes = new Map<RequestOutcome, Attributes>();
+  /** The per-request counters' attributes, each made once (`labelled`). */
+  private readonly labelledAttributes = new Map<string, Attributes>();
   private readonly findings = new Map<string, SweepFindings>();
   private readonly intervals = new Map<string, number>();
 
@@ -119,13 +119,11 @@ export class IdempotencyTelemetry {
 
   /** A lookup in the replay cache: answered from it, or not. */
   replayCacheLookup(hit: boolean): void {
-    this.replayCacheLookups.add(1, { ...this.labels, result: hit ? 'hit' : 'miss' });
+    this.replayCacheLookups.add(1, this.labelled('result', hit ? 'hit' : 'miss'));
   }
 
   request(outcome: RequestOutcome): void {
-    let attributes = this.requestAttributes.get(outcome);
-    if (!attributes) this.requestAttributes.set(outcome, (attributes = { ...this.labels, outcome }));
-    this.requests.add(1, attributes);
+    this.requests.add(1, this.labelled('outcome', outcome));
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
@@ -156,6 +154,14 @@ export class IdempotencyTelemetry {
   /** The reconciler sweeps `table` every `seconds`. */
   sweepScheduled(table: string, seconds: number): void {
     this.intervals.set(table, seconds);
+  }
+
+  /** The module's labels and one more attribute, made once per value: the per-request counters use them. */
+  private labelled(name: string, value: string): Attributes {
+    const key = `${name}\0${value}`;
+    let attributes = this.labelledAttributes.get(key);
+    if (!attributes) this.labelledAttributes.set(key, (attributes = { ...this.labels, [name]: value }));
+    return attributes;
   }
 
   private counter({ name, help }: { name: string; help: string }) {
