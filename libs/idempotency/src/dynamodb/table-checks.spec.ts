@@ -5,7 +5,14 @@ import {
   TableDescription,
   TimeToLiveDescription,
 } from '@aws-sdk/client-dynamodb';
-import { checkIdempotencyTable, describeTable, locationOf, readinessProblem, unusableBecause } from './table-checks';
+import {
+  checkIdempotencyTable,
+  describeTable,
+  keySchemaProblem,
+  locationOf,
+  readinessProblem,
+  unusableBecause,
+} from './table-checks';
 import { TableLayout } from './table-layout';
 
 /**
@@ -118,6 +125,19 @@ describe('where a table is (locationOf, describeTable)', () => {
         layout,
       ),
     ).toBe(undefined);
+  });
+});
+
+describe("what is wrong with a table's key (keySchemaProblem)", () => {
+  const expected = "the module is configured for pk (S, HASH). Set keySchema to the table's keys";
+
+  it('says the key is missing when the description has none', () => {
+    expect(keySchemaProblem(new TableLayout(), { TableStatus: 'ACTIVE' })).toContain(`its key is missing; ${expected}`);
+  });
+
+  it('writes ? for a key attribute the description does not define', () => {
+    const table = { KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }], AttributeDefinitions: [] };
+    expect(keySchemaProblem(new TableLayout(), table)).toContain(`its key is id (?, HASH); ${expected}`);
   });
 });
 
