@@ -2,8 +2,8 @@ import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from
 import { cancellationOf } from './commit-transaction';
 
 /**
- * A cancelled `TransactWriteItems` read reason by reason, for the reasons DynamoDB Local gives only by chance
- * (throttling, a conflict) or never (a reason without its message).
+ * A cancelled `TransactWriteItems` read reason by reason, for the reasons no local server gives on demand:
+ * throttling, a conflict, a refusal without its message.
  */
 const cancelled = (...reasons: { Code?: string; Message?: string; Item?: Record<string, unknown> }[]) =>
   Object.assign(new Error('Transaction cancelled'), {
@@ -19,11 +19,8 @@ describe('a cancelled commit (cancellationOf)', () => {
   });
 
   it('names the write whose own condition failed', () => {
-    expect(
-      cancellationOf(cancelled({ Code: 'None' }, { Code: 'ConditionalCheckFailed' }, { Code: 'None' }), 2),
-    ).toEqual({
-      writeIndex: 1,
-    });
+    const secondRefused = cancelled({ Code: 'None' }, { Code: 'ConditionalCheckFailed' }, { Code: 'None' });
+    expect(cancellationOf(secondRefused, 2)).toEqual({ writeIndex: 1 });
   });
 
   it('throws throttling and conflicts as store faults, with the error as their cause', () => {
