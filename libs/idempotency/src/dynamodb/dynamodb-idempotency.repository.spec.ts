@@ -4,6 +4,7 @@ import {
   DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  ScanCommand,
   TransactionCanceledException,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
@@ -216,6 +217,34 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
  * `commitWith`'s transaction: DynamoDB cancels one for throttling or a conflict with a reason per action, which no
  * local server produces on demand (DynamoDB Local's own transaction behaviour is in test/transactions).
  */
+describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
+  const listed = async (pages: AsyncIterable<unknown[]>) => {
+    const seen: unknown[][] = [];
+    for await (const page of pages) seen.push(page);
+    return seen;
+  };
+
+  it('reads page after page from where the last ended, until a page has no LastEvaluatedKey', async () => {
+    const { repository, send } = mockedRepository();
+    const next = { pk: { S: 'k' } };
+    send
+      .mockResolvedValueOnce({ Items: [marshall(pendingItem)], LastEvaluatedKey: next } as never)
+      .mockResolvedValueOnce({ Items: [marshall({ ...pendingItem, pk: 'l' })] } as never);
+    const pages = await listed(repository.scan({ pageSize: 1 }));
+    expect(pages.map((page) => page.map((record) => (record as { key: string }).key))).toEqual([['k'], ['l']]);
+    const starts = send.mock.calls.map(([command]) => (command as ScanCommand).input.ExclusiveStartKey);
+    expect(starts).toEqual([undefined, next]);
+  });
+
+  it('refuses to list one partition of a table without a sort key, before calling DynamoDB', async () => {
+    const { repository, send } = mockedRepository();
+    await expect(listed(repository.scan({ pageSize: 1, partition: 'tenant' }))).rejects.toThrow(
+      'records are listed by partition only in a table with a sort key (keySchema.sortKey)',
+    );
+    expect(send).not.toHaveBeenCalled();
+  });
+});
+
 describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked client', () => {
   const write = (id: string, item: Record<string, unknown> = {}) => ({
     Put: { TableName: 'shop', Item: { pk: id, ...item } },
