@@ -211,12 +211,37 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       }),
     });
   });
+
+  it.each([
+    [
+      'complete',
+      (repository: DynamoDbIdempotencyRepository) =>
+        repository.complete({
+          key: 'k',
+          claimToken: 'mine',
+          response: { statusCode: 201, headers: {} },
+          ttlSeconds: 60,
+        }),
+    ],
+    [
+      'fail',
+      (repository: DynamoDbIdempotencyRepository) => repository.fail({ key: 'k', claimToken: 'mine', ttlSeconds: 60 }),
+    ],
+    [
+      'renew',
+      (repository: DynamoDbIdempotencyRepository) =>
+        repository.renew({ key: 'k', claimToken: 'mine', leaseSeconds: 60 }),
+    ],
+  ])('counts a %s refused by its guard under its own operation', async (operation, transition) => {
+    const telemetry = new IdempotencyTelemetry();
+    const rejected = jest.spyOn(telemetry, 'conditionRejected');
+    const { repository, send } = mockedRepository(telemetry);
+    send.mockRejectedValueOnce(conditionFailed(pendingItem) as never);
+    await expect(transition(repository)).resolves.toMatchObject({ ok: false, reason: 'lease_lost' });
+    expect(rejected.mock.calls).toEqual([['t', operation]]);
+  });
 });
 
-/**
- * `commitWith`'s transaction: DynamoDB cancels one for throttling or a conflict with a reason per action, which no
- * local server produces on demand (DynamoDB Local's own transaction behaviour is in test/transactions).
- */
 describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
   const listed = async (pages: AsyncIterable<unknown[]>) => {
     const seen: unknown[][] = [];
@@ -245,6 +270,10 @@ describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
   });
 });
 
+/**
+ * `commitWith`'s transaction: DynamoDB cancels one for throttling or a conflict with a reason per action, which no
+ * local server produces on demand (DynamoDB Local's own transaction behaviour is in test/transactions).
+ */
 describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked client', () => {
   const write = (id: string, item: Record<string, unknown> = {}) => ({
     Put: { TableName: 'shop', Item: { pk: id, ...item } },
@@ -263,6 +292,20 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
       $metadata: {},
       CancellationReasons: codes.map((Code) => ({ Code, ...(Code === 'None' ? {} : { Message: `${Code} here` }) })),
     });
+
+  it("counts a commit refused by the completion's guard as a refused completion, and not one refused by a write", async () => {
+    const telemetry = new IdempotencyTelemetry();
+    const rejected = jest.spyOn(telemetry, 'conditionRejected');
+    const { repository, send } = mockedRepository(telemetry);
+    send.mockRejectedValueOnce(cancelled('ConditionalCheckFailed', 'None') as never);
+    await expect(complete(repository, [write('order-1')])).resolves.toMatchObject({ reason: 'commit_rejected' });
+    expect(rejected).not.toHaveBeenCalled();
+    send
+      .mockRejectedValueOnce(cancelled('None', 'ConditionalCheckFailed') as never)
+      .mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);
+    await expect(complete(repository, [write('order-2')])).resolves.toMatchObject({ reason: 'lease_lost' });
+    expect(rejected.mock.calls).toEqual([['t', 'complete']]);
+  });
 
   it("sends the writes then the guarded completion, and reports the record's new expiry", async () => {
     const { repository, send, sent } = mockedRepository();
