@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import { forwardRef, Inject, Injectable } from '@nestjs/common';
 import type { InstanceWrapper } from '../nest-internals';
 import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
-import { boundContext, IdempotencyContext, injectsIdempotencyContext, RunningClaim } from './idempotency-context';
+import {
+  boundContext,
+  IdempotencyContext,
+  injectsIdempotencyContext,
+  RunningClaim,
+  untrackContext,
+} from './idempotency-context';
 
 const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { id } } });
 
@@ -77,7 +83,43 @@ describe('IdempotencyContext bound to a call', () => {
     const context = boundContext(claim({ canCommitWith: false }));
     expect(context.active).toBe(true);
     expect(context.canCommitWith).toBe(false);
-    expect(() => context.commitWith(put('a'))).toThrow(/has no transactions.*Check canCommitWith/);
+    expect(() => context.commitWith(put('a'))).toThrow(
+      new Error(
+        'IdempotencyContext.commitWith: this idempotency store has no transactions (dynalite, or a repository ' +
+          'without commit support), so the writes cannot be committed with the completion. Check canCommitWith ' +
+          'and write them yourself when it is false.',
+      ),
+    );
+  });
+});
+
+describe('IdempotencyContext outside a call', () => {
+  const outside = (member: string) =>
+    new Error(
+      `IdempotencyContext.${member} is only available inside a protected call (an @Idempotent() handler with a ` +
+        'key, or the function given to IdempotencyService.execute).',
+    );
+
+  it('is inactive, cannot commit, and each member names itself when read', () => {
+    const context = new IdempotencyContext();
+    expect(context.active).toBe(false);
+    expect(context.canCommitWith).toBe(false);
+    expect(() => context.recordKey).toThrow(outside('recordKey'));
+    expect(() => context.claimToken).toThrow(outside('claimToken'));
+    expect(() => context.deriveKey('provider')).toThrow(outside('deriveKey'));
+    expect(() => context.commitWith(put('a'))).toThrow(outside('commitWith'));
+  });
+
+  it('explains, in an application that tracks no calls, why it cannot know the call and what to do', () => {
+    const context = new IdempotencyContext();
+    untrackContext(context);
+    const why = new Error(
+      'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
+        'enhancer or middleware had IdempotencyContext injected at startup (a context taken with moduleRef.get() or ' +
+        'app.get() does not count). Inject it in the constructor of the class that uses it.',
+    );
+    expect(() => context.active).toThrow(why);
+    expect(() => context.recordKey).toThrow(why);
   });
 });
 

@@ -25,7 +25,7 @@ const claims = new AsyncLocalStorage<RunningClaim>();
  * On Node 20 and 22 AsyncLocalStorage adds work to every promise of the process, so the module tracks calls only
  * when the application injects `IdempotencyContext` (`injectsIdempotencyContext`).
  */
-export function runInClaim<T>(claim: RunningClaim, fn: () => T, tracked = true): T {
+export function runInClaim<T>(claim: RunningClaim, fn: () => T, tracked: boolean): T {
   return tracked ? claims.run(claim, fn) : fn();
 }
 

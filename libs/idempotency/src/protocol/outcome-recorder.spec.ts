@@ -10,7 +10,7 @@ import { callPolicy } from '../options/route-settings';
 import { CompleteInput, CompleteResult } from '../repository/idempotency.repository';
 import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
 import { ManualClock } from '../testing/manual-clock';
-import { OutcomeRecorder, retryThroughStoreFaults } from './outcome-recorder';
+import { describeWrite, OutcomeRecorder, retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall } from './protected-call';
 import { ReplayCache } from './replay-cache';
 
@@ -193,5 +193,13 @@ describe('OutcomeRecorder', () => {
       }),
     );
     warnings.mockRestore();
+  });
+});
+
+describe('describeWrite', () => {
+  it('names a write by its action and table, as the commit-rejected problem shows it', () => {
+    expect(describeWrite({ Put: { TableName: 'orders', Item: { id: 'a' } } })).toBe('Put on orders');
+    expect(describeWrite({ ConditionCheck: { Key: { id: 'a' } } } as never)).toBe('ConditionCheck');
+    expect(describeWrite(undefined)).toBe('write');
   });
 });
