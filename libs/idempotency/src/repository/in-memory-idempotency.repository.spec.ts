@@ -92,6 +92,26 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(await repository.get({ key: 'second' })).toBeDefined();
   });
 
+  it('keeps its list of finished records in write order bounded by the records kept, however often keys are rewritten', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock());
+    // The list is private; its length is the memory this test is about (the heap itself is checked in test/real-app).
+    const listed = () => {
+      const { finished, oldest } = repository as unknown as { finished: unknown[]; oldest: number };
+      return finished.length - oldest;
+    };
+    await completed(repository, 'first'); // a front that stays: its TTL is long and nothing pushes it out
+    let longest = 0;
+    for (let i = 0; i < 5000; i++) {
+      const claim = await repository.claim({ key: 'flaky', fingerprint: 'fp', leaseSeconds: 60 });
+      if (!claim.claimed) throw new Error('flaky not claimed');
+      await repository.fail({ key: 'flaky', claimToken: claim.claimToken, ttlSeconds: 60 });
+      longest = Math.max(longest, listed());
+    }
+    expect(repository.size).toBe(2);
+    expect(longest).toBeLessThanOrEqual(2 * repository.size + 1024 + 1);
+    expect(await repository.get({ key: 'first' })).toBeDefined();
+  });
+
   it('refuses a maxRecords that is not a positive whole number', () => {
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(
       /maxRecords must be a positive whole number/,
