@@ -1,7 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Test } from '@nestjs/testing';
 import {
   CompleteInput,
+  IdempotencyModule,
   IdempotencyRepository,
+  IdempotencyService,
+  IdempotencyTelemetry,
   InMemoryIdempotencyRepository,
   CompleteResult,
 } from 'nestjs-dynamodb-idempotency';
@@ -141,6 +145,21 @@ describe('the replay cache', () => {
       expect([await lookups('miss'), await lookups('hit')]).toEqual([1, 1]);
     } finally {
       await scenario.stop();
+    }
+  });
+
+  it('counts the lookups of optimistic mode too: its first request misses, a duplicate in the same process hits', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+    }).compile();
+    const service = (await moduleRef.init()).get(IdempotencyService);
+    const lookups = jest.spyOn(moduleRef.get(IdempotencyTelemetry), 'replayCacheLookup');
+    try {
+      for (let i = 0; i < 2; i++)
+        await service.execute({ operation: 'quote', key: 'optimistic-cached', mode: 'optimistic' }, async () => 'q');
+      expect(lookups.mock.calls).toEqual([[false], [true]]);
+    } finally {
+      await moduleRef.close();
     }
   });
 
