@@ -10,12 +10,14 @@ import {
   IdempotencyModule,
   IdempotencyService,
   IdempotencyStoreThrottledError,
+  withLambdaContext,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { LAYOUTS } from '../support/layouts';
+import { withInMemoryService } from '../support/service';
 import { createIdempotencyTable } from '../support/table';
 
 describe('IdempotencyService.execute on dynalite', () => {
@@ -180,5 +182,18 @@ describe('IdempotencyService.execute on a single-table layout (dynalite)', () =>
       await moduleRef.close();
       await dynamo.stop();
     }
+  });
+});
+
+describe('IdempotencyService.call', () => {
+  it("carries the Lambda invocation's deadline, in epoch seconds, and none outside an invocation", async () => {
+    await withInMemoryService(async (service) => {
+      expect(service.call('k', 'fp', {})).not.toHaveProperty('deadline');
+      const remainingMs = 20_000;
+      const described = withLambdaContext(async () => ({ call: service.call('k', 'fp', {}), now: Date.now() }));
+      const { call, now } = await described({}, { getRemainingTimeInMillis: () => remainingMs });
+      expect(call.deadline).toBeGreaterThanOrEqual(Math.floor((now - 1000 + remainingMs) / 1000));
+      expect(call.deadline).toBeLessThanOrEqual(Math.floor((now + remainingMs) / 1000));
+    });
   });
 });
