@@ -112,6 +112,18 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(await repository.get({ key: 'first' })).toBeDefined();
   });
 
+  it('drops the entries of its write-order list that eviction has passed', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 10 });
+    const listLength = () => (repository as unknown as { finished: unknown[] }).finished.length;
+    let longest = 0;
+    for (let i = 0; i < 10_000; i++) {
+      await completed(repository, `key-${i}`);
+      longest = Math.max(longest, listLength());
+    }
+    expect(repository.size).toBe(10);
+    expect(longest).toBeLessThanOrEqual(2 * 1024 + 10 + 2);
+  });
+
   it('refuses a maxRecords that is not a positive whole number', () => {
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(
       /maxRecords must be a positive whole number/,
