@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
 import {
@@ -16,6 +15,7 @@ import { Dynalite, localClient, startDynalite, uniqueTableName } from '../suppor
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { LAYOUTS } from '../support/layouts';
 import { withInMemoryService } from '../support/service';
 import { createIdempotencyTable } from '../support/table';
@@ -153,16 +153,7 @@ describe('IdempotencyService.execute on dynalite', () => {
     );
   });
 
-  it('keeps scopes apart', async () => {
-    const key = newKey();
-    expect(await service.execute({ operation: 'test', key, scope: 'tenant-a' }, async () => 'a')).toBe('a');
-    expect(await service.execute({ operation: 'test', key, scope: 'tenant-b' }, async () => 'b')).toBe('b');
-  });
-});
-
-describe('IdempotencyService.execute on a single-table layout (dynalite)', () => {
-  it("puts a record in its scope's partition, or in the partition key value the call names", async () => {
-    const dynamo = await startDynalite();
+  it("puts a record in its scope's partition on a single-table layout, or in the partition key value the call names", async () => {
     const client = localClient(dynamo.endpoint);
     const tableName = uniqueTableName();
     const layout = LAYOUTS['single-table'];
@@ -171,17 +162,21 @@ describe('IdempotencyService.execute on a single-table layout (dynalite)', () =>
       imports: [IdempotencyModule.forRoot({ client, tableName, ...layout })],
     }).compile();
     try {
-      const service = (await moduleRef.init()).get(IdempotencyService);
-      await service.execute({ operation: 'test', key: 'scoped', scope: 'tenant-a' }, async () => 'a');
-      await service.execute({ operation: 'test', key: 'named', partitionKeyValue: 'ORDER#1' }, async () => 'b');
+      const singleTable = (await moduleRef.init()).get(IdempotencyService);
+      await singleTable.execute({ operation: 'test', key: 'scoped', scope: 'tenant-a' }, async () => 'a');
+      await singleTable.execute({ operation: 'test', key: 'named', partitionKeyValue: 'ORDER#1' }, async () => 'b');
       const { Items = [] } = await client.send(new ScanCommand({ TableName: tableName }));
       const partitions = Items.map((item) => item.PK.S).sort();
-      const tenant = createHash('sha256').update(JSON.stringify('tenant-a')).digest('hex');
-      expect(partitions).toEqual(['IDEMPOTENCY#' + tenant, 'ORDER#1'].sort());
+      expect(partitions).toEqual([scopePartition(layout.keyPrefix!, 'tenant-a'), 'ORDER#1'].sort());
     } finally {
       await moduleRef.close();
-      await dynamo.stop();
     }
+  });
+
+  it('keeps scopes apart', async () => {
+    const key = newKey();
+    expect(await service.execute({ operation: 'test', key, scope: 'tenant-a' }, async () => 'a')).toBe('a');
+    expect(await service.execute({ operation: 'test', key, scope: 'tenant-b' }, async () => 'b')).toBe('b');
   });
 });
 

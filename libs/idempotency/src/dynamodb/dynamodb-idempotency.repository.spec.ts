@@ -14,6 +14,7 @@ import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { ManualClock } from '../testing/manual-clock';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import type { IdempotencyRecord } from '../repository/idempotency.record';
 import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository';
 
 /**
@@ -243,8 +244,8 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
 });
 
 describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
-  const listed = async (pages: AsyncIterable<unknown[]>) => {
-    const seen: unknown[][] = [];
+  const listed = async (pages: AsyncIterable<IdempotencyRecord[]>) => {
+    const seen: IdempotencyRecord[][] = [];
     for await (const page of pages) seen.push(page);
     return seen;
   };
@@ -256,7 +257,7 @@ describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
       .mockResolvedValueOnce({ Items: [marshall(pendingItem)], LastEvaluatedKey: next } as never)
       .mockResolvedValueOnce({ Items: [marshall({ ...pendingItem, pk: 'l' })] } as never);
     const pages = await listed(repository.scan({ pageSize: 1 }));
-    expect(pages.map((page) => page.map((record) => (record as { key: string }).key))).toEqual([['k'], ['l']]);
+    expect(pages.map((page) => page.map((record) => record.key))).toEqual([['k'], ['l']]);
     const starts = send.mock.calls.map(([command]) => (command as ScanCommand).input.ExclusiveStartKey);
     expect(starts).toEqual([undefined, next]);
   });

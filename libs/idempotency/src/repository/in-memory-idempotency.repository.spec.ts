@@ -5,6 +5,10 @@ const response = { statusCode: 200, headers: {} };
 /** How many entries no longer kept the repository's write-order list may hold before it is cut down. */
 const COMPACT_AFTER = 1024;
 
+/** The repository's private list of finished records in write order, from `oldest` on: the memory two tests are about. */
+const writeOrder = (repository: InMemoryIdempotencyRepository) =>
+  repository as unknown as { finished: unknown[]; oldest: number };
+
 async function completed(repository: InMemoryIdempotencyRepository, key: string, ttlSeconds = 60) {
   const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 30 });
   if (!claim.claimed) throw new Error(`${key} not claimed`);
@@ -96,11 +100,8 @@ describe('InMemoryIdempotencyRepository memory', () => {
 
   it('keeps its list of finished records in write order bounded by the records kept, however often keys are rewritten', async () => {
     const repository = new InMemoryIdempotencyRepository(new ManualClock());
-    // The list is private; its length is the memory this test is about (the heap itself is checked in test/real-app).
-    const listed = () => {
-      const { finished, oldest } = repository as unknown as { finished: unknown[]; oldest: number };
-      return finished.length - oldest;
-    };
+    // The heap itself is checked in test/real-app, in a child process.
+    const listed = () => writeOrder(repository).finished.length - writeOrder(repository).oldest;
     await completed(repository, 'first'); // a front that stays: its TTL is long and nothing pushes it out
     let longest = 0;
     for (let i = 0; i < 5000; i++) {
@@ -116,11 +117,10 @@ describe('InMemoryIdempotencyRepository memory', () => {
 
   it('drops the entries of its write-order list that eviction has passed', async () => {
     const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 10 });
-    const listLength = () => (repository as unknown as { finished: unknown[] }).finished.length;
     let longest = 0;
     for (let i = 0; i < 10_000; i++) {
       await completed(repository, `key-${i}`);
-      longest = Math.max(longest, listLength());
+      longest = Math.max(longest, writeOrder(repository).finished.length);
     }
     expect(repository.size).toBe(10);
     expect(longest).toBeLessThanOrEqual(2 * COMPACT_AFTER + 10 + 2);
