@@ -5,7 +5,9 @@ import {
   TransactionCanceledException,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { ManualClock } from '../testing/manual-clock';
 import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository';
 
@@ -15,11 +17,11 @@ import { DynamoDbIdempotencyRepository } from './dynamodb-idempotency.repository
  */
 const NOW = 1_800_000_000;
 
-function mockedRepository() {
+function mockedRepository(telemetry?: IdempotencyTelemetry) {
   const documents = DynamoDBDocumentClient.from(new DynamoDBClient({ region: 'us-east-1' }));
   const send = jest.spyOn(documents, 'send');
   const clock = new ManualClock(NOW * 1000);
-  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock });
+  const repository = new DynamoDbIdempotencyRepository({ client: documents, tableName: 't', clock, telemetry });
   const sent = () => send.mock.calls.map(([command]) => command.constructor.name);
   return { repository, send, sent, clock };
 }
@@ -48,6 +50,27 @@ describe('putCompleted (optimistic mode) with a mocked client', () => {
     send.mockResolvedValueOnce({} as never);
     await expect(putCompleted(repository)).resolves.toEqual({ ok: true, expiresAt: NOW + 60 });
     expect(sent()).toEqual(['PutItemCommand']);
+  });
+
+  it('counts a put refused by its condition as a refused claim (the write a claim would be)', async () => {
+    const telemetry = new IdempotencyTelemetry();
+    const rejected = jest.spyOn(telemetry, 'conditionRejected');
+    const { repository, send } = mockedRepository(telemetry);
+    const winner = { pk: 'k', status: 'COMPLETED', expires_at: NOW + 60, claim_token: 'theirs', fingerprint: 'fp' };
+    send.mockRejectedValueOnce(
+      new ConditionalCheckFailedException({
+        message: 'The conditional request failed',
+        $metadata: {},
+        Item: marshall({
+          ...winner,
+          pending_since: NOW,
+          completed_at: NOW,
+          response: '{"statusCode":201,"headers":{}}',
+        }),
+      }) as never,
+    );
+    await expect(putCompleted(repository)).resolves.toMatchObject({ ok: false, reason: 'exists' });
+    expect(rejected.mock.calls).toEqual([['t', 'claim']]);
   });
 
   it('puts again while the record it lost to has vanished by the read, and gives up with a store fault after three attempts', async () => {

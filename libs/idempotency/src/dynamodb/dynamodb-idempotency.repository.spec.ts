@@ -243,6 +243,15 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
   });
 });
 
+describe('DynamoDbIdempotencyRepository layout options', () => {
+  it('names itself in a layout error, for an application that builds it by hand', () => {
+    const client = new DynamoDBClient({ region: 'us-east-1' });
+    expect(
+      () => new DynamoDbIdempotencyRepository({ client, tableName: 't', attributeNames: { owner: 'o' } as never }),
+    ).toThrow(/^DynamoDbIdempotencyRepository: attributeNames\.owner is not a record attribute/);
+  });
+});
+
 describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
   const listed = async (pages: AsyncIterable<IdempotencyRecord[]>) => {
     const seen: IdempotencyRecord[][] = [];
