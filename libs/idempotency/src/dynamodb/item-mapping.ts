@@ -33,10 +33,22 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
 /**
  * `ExpressionAttributeNames` for the placeholders the expressions use, under the layout's names (DynamoDB refuses an
  * unused one). Every name goes through a placeholder: `status` is a reserved word, and the names are configurable.
+ * The expressions are the repository's own few, so each answer is worked out once per layout and shared (frozen).
  */
 export function names(layout: TableLayout, ...expressions: string[]): Record<string, string> {
+  const text = expressions.join(' ');
+  let known = namesByLayout.get(layout);
+  if (!known) namesByLayout.set(layout, (known = new Map()));
+  let used = known.get(text);
+  if (!used) known.set(text, (used = Object.freeze(placeholderNames(layout, text))));
+  return used;
+}
+
+const namesByLayout = new WeakMap<TableLayout, Map<string, Record<string, string>>>();
+
+function placeholderNames(layout: TableLayout, expression: string): Record<string, string> {
   const used: Record<string, string> = {};
-  for (const placeholder of expressions.join(' ').match(/#\w+/g) ?? []) {
+  for (const placeholder of expression.match(/#\w+/g) ?? []) {
     const attribute = PLACEHOLDERS[placeholder];
     if (attribute === 'partitionKey') used[placeholder] = layout.partitionKey;
     else if (attribute === 'sortKey') used[placeholder] = layout.sortKey!;
@@ -51,13 +63,15 @@ export function names(layout: TableLayout, ...expressions: string[]): Record<str
  */
 export function attributeValues(values: object): Record<string, AttributeValue> {
   const marshalled: Record<string, AttributeValue> = {};
-  for (const [name, value] of Object.entries(values)) {
-    if (typeof value === 'string') marshalled[name] = { S: value };
-    else if (typeof value === 'number') marshalled[name] = { N: String(value) };
-    else if (value instanceof Uint8Array) marshalled[name] = { B: value };
-    else throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
-  }
+  for (const [name, value] of Object.entries(values)) marshalled[name] = attributeValue(name, value);
   return marshalled;
+}
+
+function attributeValue(name: string, value: unknown): AttributeValue {
+  if (typeof value === 'string') return { S: value };
+  if (typeof value === 'number') return { N: String(value) };
+  if (value instanceof Uint8Array) return { B: value };
+  throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
 }
 
 /** A record's item: its key under the layout's key attributes, its attributes under the layout's names. */
@@ -67,10 +81,12 @@ export function recordItem(
   partition: string | undefined,
   item: RecordItem,
 ): Record<string, AttributeValue> {
-  const renamed = Object.fromEntries(
-    Object.entries(item).map(([name, value]) => [layout.names[name as RecordAttribute], value]),
-  );
-  return { ...layout.itemKey(key, partition), ...attributeValues(renamed) };
+  const marshalled = layout.itemKey(key, partition);
+  for (const name of Object.keys(item) as RecordAttribute[]) {
+    const stored = layout.names[name];
+    marshalled[stored] = attributeValue(stored, item[name]);
+  }
+  return marshalled;
 }
 
 /**
