@@ -21,6 +21,8 @@ export function readProfile(file, window) {
   const frameOf = new Map(nodes.map((node) => [node.id, frameName(node.callFrame)]));
   const self = new Map();
   const work = { busy: 0, module: 0, sdk: 0 };
+  /** The module's own work by its innermost library frame (what that frame calls outside the library included). */
+  const own = new Map();
   let t = startTime;
   let total = 0;
   samples.forEach((id, i) => {
@@ -32,24 +34,30 @@ export function readProfile(file, window) {
     total += delta;
     if (byId.get(id).callFrame.functionName === '(idle)') return;
     work.busy += delta;
-    if (!modulesWork(id, frameOf, parentOf)) return;
+    const library = libraryFrameOf(id, frameOf, parentOf);
+    if (!library) return;
     work.module += delta;
+    own.set(library, (own.get(library) ?? 0) + delta);
     if (packageOf(frame).startsWith('AWS SDK')) work.sdk += delta;
   });
   const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15);
   const packages = new Map();
   for (const [frame, micros] of self) packages.set(packageOf(frame), (packages.get(packageOf(frame)) ?? 0) + micros);
-  return { total, top, packages: [...packages.entries()].sort((a, b) => b[1] - a[1]), work };
+  const ownTop = [...own.entries()].sort((a, b) => b[1] - a[1]).slice(0, 20);
+  return { total, top, packages: [...packages.entries()].sort((a, b) => b[1] - a[1]), work, own: ownTop };
 }
 
-/** Whether a sample's stack, walked from its leaf, meets a library frame before any frame of Nest's handler pipeline. */
-function modulesWork(id, frameOf, parentOf) {
+/**
+ * The innermost library frame of a sample's stack, walked from its leaf, when it comes before any frame of Nest's
+ * handler pipeline (the sample is the module's own work); undefined otherwise.
+ */
+function libraryFrameOf(id, frameOf, parentOf) {
   for (let node = id; node !== undefined; node = parentOf.get(node)) {
     const frame = frameOf.get(node);
-    if (frame.includes(' libs/')) return true;
-    if (NEST_PIPELINE.test(frame)) return false;
+    if (frame.includes(' libs/')) return frame;
+    if (NEST_PIPELINE.test(frame)) return undefined;
   }
-  return false;
+  return undefined;
 }
 
 function frameName({ functionName, url, lineNumber }) {
@@ -74,11 +82,12 @@ function packageOf(frame) {
 }
 
 export function profileReport(profiles, durationSeconds) {
-  const sections = profiles.map(({ scenario, run, total, top, packages, work }) => {
+  const sections = profiles.map(({ scenario, run, total, top, packages, work, own }) => {
     const share = (micros) => `${((micros / total) * 100).toFixed(1)} %`;
     const perRequest = (micros) => f0((micros / work.busy) * run.cpuMicrosPerRequest);
     const lines = top.map(([frame, micros]) => `| ${share(micros)} | \`${frame.replace(/\|/g, '\\|')}\` |`);
     const owners = packages.slice(0, 10).map(([owner, micros]) => `| ${share(micros)} | ${owner} |`);
+    const ownLines = own.map(([frame, micros]) => `| ${perRequest(micros)} | \`${frame.replace(/\|/g, '\\|')}\` |`);
     return `### ${scenario}
 
 ${f0(run.rps)} req/s, ${f0(run.cpuMicrosPerRequest)} µs CPU per request while profiled (the profiler itself costs some).
@@ -92,7 +101,14 @@ ${owners.join('\n')}
 
 | self time | top functions (and locations) |
 |---:|---|
-${lines.join('\n')}`;
+${lines.join('\n')}
+
+The module's own work by function: each sample of it counted to its innermost library frame, with what that frame
+calls outside the library (the AWS SDK under the store calls, hashing, metrics), µs per request.
+
+| µs / request | innermost library frame |
+|---:|---|
+${ownLines.join('\n')}`;
   });
   return `# Profile of the module's route
 
