@@ -522,7 +522,7 @@ ${comparisons.join('\n')}
 
 ${goals}
 
-${latencySection(find(LATENCY), { range, f0, f2, spread, OURS, LATENCY_MS, LATENCY_CONNECTIONS })}
+${latencySection(find(LATENCY), { LATENCY_MS, LATENCY_CONNECTIONS })}
 
 ${capacitySection(capacity)}
 

@@ -3,6 +3,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 
 const OURS = '/bench/idempotent';
+const f0 = (n) => n.toFixed(0);
 const f2 = (n) => n.toFixed(2);
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -117,7 +118,6 @@ function cpuBudgetNote(find) {
     const floor = cpu(FLOOR);
     const above = spreadOf(cpu(OURS).map((micros, i) => micros - floor[i]));
     const allowed = 0.05 * median(floor);
-    const f0 = (n) => n.toFixed(0);
     return [
       `| ${scenario} | ${f0(median(floor))} | ${f0(above.median)} [${f0(above.min)}–${f0(above.max)}] | ${f0(allowed)} | ${f0(Math.max(0, above.median - allowed))} |`,
     ];
@@ -147,7 +147,7 @@ above the floor's own ratio.`;
 }
 
 /** p50 and p99 of first requests per route, with every DynamoDB call delayed. */
-export function latencySection(result, { f0, LATENCY_MS, LATENCY_CONNECTIONS }) {
+export function latencySection(result, { LATENCY_MS, LATENCY_CONNECTIONS }) {
   if (!result) return '';
   const rows = Object.entries(result.runs).map(([route, runs]) => {
     const p50 = spreadOf(runs.map((run) => run.p50));

@@ -35,8 +35,12 @@ const putCompleted = (repository: DynamoDbIdempotencyRepository, writes?: Return
     ttlSeconds: 60,
     writes,
   });
-const conditionFailed = () =>
-  new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+const conditionFailed = (item?: Record<string, unknown>) =>
+  new ConditionalCheckFailedException({
+    message: 'The conditional request failed',
+    $metadata: {},
+    ...(item ? { Item: marshall(item) } : {}),
+  });
 const cancelled = (...codes: string[]) =>
   new TransactionCanceledException({
     message: 'Transaction cancelled',
@@ -58,15 +62,11 @@ describe('putCompleted (optimistic mode) with a mocked client', () => {
     const { repository, send } = mockedRepository(telemetry);
     const winner = { pk: 'k', status: 'COMPLETED', expires_at: NOW + 60, claim_token: 'theirs', fingerprint: 'fp' };
     send.mockRejectedValueOnce(
-      new ConditionalCheckFailedException({
-        message: 'The conditional request failed',
-        $metadata: {},
-        Item: marshall({
-          ...winner,
-          pending_since: NOW,
-          completed_at: NOW,
-          response: '{"statusCode":201,"headers":{}}',
-        }),
+      conditionFailed({
+        ...winner,
+        pending_since: NOW,
+        completed_at: NOW,
+        response: '{"statusCode":201,"headers":{}}',
       }) as never,
     );
     await expect(putCompleted(repository)).resolves.toMatchObject({ ok: false, reason: 'exists' });

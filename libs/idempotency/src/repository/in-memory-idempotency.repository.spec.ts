@@ -1,10 +1,7 @@
 import { ManualClock } from '../testing/manual-clock';
-import { InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+import { COMPACT_AFTER, InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
 
 const response = { statusCode: 200, headers: {} };
-/** How many entries no longer kept the repository's write-order list may hold before it is cut down. */
-const COMPACT_AFTER = 1024;
-
 /** The repository's private list of finished records in write order, from `oldest` on: the memory two tests are about. */
 const writeOrder = (repository: InMemoryIdempotencyRepository) =>
   repository as unknown as { finished: unknown[]; oldest: number };

@@ -218,7 +218,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 }
 
 /** Entries no longer kept that the finished list may hold before it is cut down. */
-const COMPACT_AFTER = 1024;
+export const COMPACT_AFTER = 1024;
 
 /** A record as kept: its response as JSON text. */
 type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
