@@ -1,5 +1,6 @@
 import { Attributes, metrics, ObservableResult, Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { RequestOutcome } from '../errors/outcomes';
+import { CountedSeries, CountedSeriesEntry } from './counted-series';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
@@ -73,6 +74,19 @@ export const METRICS = {
 /** The operations whose refused conditions are counted (a series for each is exported from the start). */
 const CONDITIONAL_OPERATIONS = ['claim', 'complete', 'fail', 'renew'] as const;
 
+/** The metrics kept as plain counts (`CountedSeries`): every counter the module exports. */
+type CountedMetric =
+  | 'requests'
+  | 'conditionalWriteRejected'
+  | 'duplicateReexecution'
+  | 'completionRace'
+  | 'renewalRefused'
+  | 'replayCacheLookups';
+
+function counted({ name, help }: (typeof METRICS)[CountedMetric]): CountedSeries {
+  return CountedSeries.named(name, help, INSTRUMENTATION_SCOPE);
+}
+
 /**
  * The metrics and spans an operator watches (docs/operating.md), through the OpenTelemetry API: no-ops until the
  * application registers an SDK (before creating the Nest app), so they cost nothing otherwise and work with any backend.
@@ -82,31 +96,33 @@ export class IdempotencyTelemetry {
   private readonly meter = metrics.getMeter(INSTRUMENTATION_SCOPE);
   private readonly tracer = trace.getTracer(INSTRUMENTATION_SCOPE);
   private readonly labels: Attributes;
-  private readonly conditionalWriteRejected = this.counter(METRICS.conditionalWriteRejected);
-  private readonly duplicateReexecution = this.counter(METRICS.duplicateReexecution);
-  private readonly completionRace = this.counter(METRICS.completionRace);
-  private readonly renewalRefused = this.counter(METRICS.renewalRefused);
-  private readonly requests = this.counter(METRICS.requests);
-  private readonly replayCacheLookups = this.counter(METRICS.replayCacheLookups);
+  private readonly conditionalWriteRejected = counted(METRICS.conditionalWriteRejected);
+  private readonly requests = counted(METRICS.requests);
+  private readonly replayCacheLookups = counted(METRICS.replayCacheLookups);
+  private readonly duplicateReexecution: CountedSeriesEntry;
+  private readonly completionRace: CountedSeriesEntry;
+  private readonly renewalRefused: CountedSeriesEntry;
+  /** The per-request series of this table, each looked up once (by the label's value). */
+  private readonly requestSeries = new Map<string, CountedSeriesEntry>();
+  private readonly lookupSeries = new Map<string, CountedSeriesEntry>();
   private readonly storeDuration = this.meter.createHistogram(METRICS.storeDuration.name, {
     description: METRICS.storeDuration.help,
     unit: 's',
     advice: { explicitBucketBoundaries: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
   });
-  /** The per-request counters' attributes, each made once (`labelled`). */
-  private readonly labelledAttributes = new Map<string, Attributes>();
+  /** The store-call histogram's attributes, each made once per table, operation and result. */
+  private readonly storeCallAttributes = new Map<string, Attributes>();
   private readonly findings = new Map<string, SweepFindings>();
   private readonly intervals = new Map<string, number>();
 
-  constructor(table?: string) {
+  constructor(private readonly table?: string) {
     this.labels = table === undefined ? {} : { table };
     // Series that must stay 0 are exported from the start, so an alert on them has something to watch.
-    this.duplicateReexecution.add(0, this.labels);
-    this.completionRace.add(0, this.labels);
-    this.renewalRefused.add(0, this.labels);
-    if (table !== undefined) {
-      for (const operation of CONDITIONAL_OPERATIONS) this.conditionalWriteRejected.add(0, { table, operation });
-    }
+    const own = (metric: (typeof METRICS)[CountedMetric]) => counted(metric).series(table ?? '', this.labels);
+    this.duplicateReexecution = own(METRICS.duplicateReexecution);
+    this.completionRace = own(METRICS.completionRace);
+    this.renewalRefused = own(METRICS.renewalRefused);
+    if (table !== undefined) for (const operation of CONDITIONAL_OPERATIONS) this.rejectedSeries(table, operation);
     const byTable = (observe: (findings: SweepFindings) => number) => (result: ObservableResult) =>
       this.findings.forEach((findings, name) => result.observe(observe(findings), { table: name }));
     this.gauge(METRICS.stuckPending).addCallback(byTable((findings) => findings.stuckPending));
@@ -119,31 +135,34 @@ export class IdempotencyTelemetry {
 
   /** A lookup in the replay cache: answered from it, or not. */
   replayCacheLookup(hit: boolean): void {
-    this.replayCacheLookups.add(1, this.labelled('result', hit ? 'hit' : 'miss'));
+    this.tableSeries(this.replayCacheLookups, this.lookupSeries, 'result', hit ? 'hit' : 'miss').value++;
   }
 
   request(outcome: RequestOutcome): void {
-    this.requests.add(1, this.labelled('outcome', outcome));
+    this.tableSeries(this.requests, this.requestSeries, 'outcome', outcome).value++;
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
-    this.conditionalWriteRejected.add(1, { table, operation });
+    this.rejectedSeries(table, operation).value++;
   }
 
   reexecutionDetected(): void {
-    this.duplicateReexecution.add(1, this.labels);
+    this.duplicateReexecution.value++;
   }
 
   leaseRenewalRefused(): void {
-    this.renewalRefused.add(1, this.labels);
+    this.renewalRefused.value++;
   }
 
   completionRaced(): void {
-    this.completionRace.add(1, this.labels);
+    this.completionRace.value++;
   }
 
   storeCall(table: string, operation: StoreOperation, seconds: number, result: string): void {
-    this.storeDuration.record(seconds, { table, operation, result });
+    const key = `${table}\0${operation}\0${result}`;
+    let attributes = this.storeCallAttributes.get(key);
+    if (!attributes) this.storeCallAttributes.set(key, (attributes = { table, operation, result }));
+    this.storeDuration.record(seconds, attributes);
   }
 
   /** A sweep succeeded: its findings, and when it ended. */
@@ -156,16 +175,21 @@ export class IdempotencyTelemetry {
     this.intervals.set(table, seconds);
   }
 
-  /** The module's labels and one more attribute, made once per value: the per-request counters use them. */
-  private labelled(name: string, value: string): Attributes {
-    const key = `${name}\0${value}`;
-    let attributes = this.labelledAttributes.get(key);
-    if (!attributes) this.labelledAttributes.set(key, (attributes = { ...this.labels, [name]: value }));
-    return attributes;
+  /** This table's series of a per-request counter with one more label, looked up once per value. */
+  private tableSeries(
+    counter: CountedSeries,
+    known: Map<string, CountedSeriesEntry>,
+    name: string,
+    value: string,
+  ): CountedSeriesEntry {
+    let entry = known.get(value);
+    if (!entry)
+      known.set(value, (entry = counter.series(`${this.table ?? ''}\0${value}`, { ...this.labels, [name]: value })));
+    return entry;
   }
 
-  private counter({ name, help }: { name: string; help: string }) {
-    return this.meter.createCounter(name, { description: help });
+  private rejectedSeries(table: string, operation: string): CountedSeriesEntry {
+    return this.conditionalWriteRejected.series(`${table}\0${operation}`, { table, operation });
   }
 
   private gauge({ name, help }: { name: string; help: string }) {
@@ -174,18 +198,23 @@ export class IdempotencyTelemetry {
 
   /**
    * Runs `work` in a span; errors mark the span and pass through unchanged. The span is not made the active
-   * context: nothing inside starts spans of its own, and activating one costs time on every request.
+   * context: nothing inside starts spans of its own, and activating one costs time on every request. Without a tracer
+   * provider the span records nothing, and `work` runs as it is.
    */
-  async span<T>(name: string, attributes: Attributes, work: (span: Span) => Promise<T>): Promise<T> {
+  span<T>(name: string, attributes: Attributes, work: (span: Span) => Promise<T>): Promise<T> {
     const span = this.tracer.startSpan(name, { attributes });
-    try {
-      return await work(span);
-    } catch (error) {
-      span.recordException(error as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).name });
-      throw error;
-    } finally {
-      span.end();
-    }
+    return span.isRecording() ? recorded(span, work) : work(span);
+  }
+}
+
+async function recorded<T>(span: Span, work: (span: Span) => Promise<T>): Promise<T> {
+  try {
+    return await work(span);
+  } catch (error) {
+    span.recordException(error as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).name });
+    throw error;
+  } finally {
+    span.end();
   }
 }
