@@ -118,13 +118,22 @@ describe('KeyOwner', () => {
   });
 
   it('leaves no renewal timer behind once the run is over', async () => {
-    const timers = jest.spyOn(global, 'clearInterval');
-    await owner.run(
-      call,
-      token,
-      work(async () => 'done'),
-      flight,
-    );
-    expect(timers).toHaveBeenCalledTimes(1);
+    jest.useFakeTimers();
+    try {
+      let timersWhileRunning = 0;
+      await owner.run(
+        call,
+        token,
+        work(async () => {
+          timersWhileRunning = jest.getTimerCount();
+          return 'done';
+        }),
+        flight,
+      );
+      expect(timersWhileRunning).toBe(1); // the lease's renewal
+      expect(jest.getTimerCount()).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { leaseSecondsAt } from './protected-call';
+import { renewals, Repeating } from './renewal-timer';
 
 export interface HeartbeatInput {
   /** The record key (route and hashed key: safe to log). */
@@ -27,7 +28,7 @@ export interface HeartbeatInput {
  */
 export class LeaseHeartbeat {
   private static readonly logger = new Logger('Idempotency');
-  private readonly timer: NodeJS.Timeout;
+  private readonly renewal: Repeating;
   private readonly renewUntil: number;
   private renewing = false;
   private stopped = false;
@@ -38,14 +39,13 @@ export class LeaseHeartbeat {
     private readonly input: HeartbeatInput,
   ) {
     this.renewUntil = performance.now() + input.maxLeaseSeconds * 1000;
-    this.timer = setInterval(() => void this.tick(), (input.leaseSeconds * 1000) / 3);
-    this.timer.unref();
+    this.renewal = renewals.every((input.leaseSeconds * 1000) / 3, () => void this.tick());
   }
 
   /** Ends the renewals: the outcome is written, or the process is shutting down (then it behaves as if crashed). */
   stop(): void {
     this.stopped = true;
-    clearInterval(this.timer);
+    renewals.cancel(this.renewal);
   }
 
   private async tick(): Promise<void> {

@@ -1,0 +1,59 @@
+/** Work repeated every `intervalMs` while it is in a `RenewalTimer`. */
+export interface Repeating {
+  readonly intervalMs: number;
+  /** `performance.now()` when it runs next. */
+  dueAt: number;
+  readonly run: () => void;
+}
+
+/**
+ * One timer for every lease heartbeat of the process, armed for the earliest renewal due: a running claim costs an
+ * entry in a set, not a timer of its own (most handlers end long before a third of their lease).
+ */
+export class RenewalTimer {
+  private readonly entries = new Set<Repeating>();
+  private timer?: NodeJS.Timeout;
+  /** When the armed timer fires (`performance.now()`); Infinity when none is. */
+  private armedFor = Infinity;
+
+  every(intervalMs: number, run: () => void): Repeating {
+    const now = performance.now();
+    const entry: Repeating = { intervalMs, dueAt: now + intervalMs, run };
+    this.entries.add(entry);
+    // An armed time already past has not fired: the loop is late, or the timer was lost (a test's fake clock).
+    if (entry.dueAt < this.armedFor || this.armedFor < now) this.arm(entry.dueAt, now);
+    return entry;
+  }
+
+  cancel(entry: Repeating): void {
+    this.entries.delete(entry);
+    if (this.entries.size > 0 || this.timer === undefined) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.armedFor = Infinity;
+  }
+
+  private arm(at: number, now: number): void {
+    clearTimeout(this.timer);
+    this.armedFor = at;
+    this.timer = setTimeout(() => this.fire(), Math.max(0, at - now));
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    const now = performance.now();
+    for (const entry of this.entries) {
+      if (entry.dueAt > now) continue;
+      entry.dueAt = now + entry.intervalMs;
+      entry.run();
+    }
+    let next = Infinity;
+    for (const entry of this.entries) next = Math.min(next, entry.dueAt);
+    if (next < this.armedFor) this.arm(next, now);
+  }
+}
+
+/** The process's renewals. */
+export const renewals = new RenewalTimer();
