@@ -28,8 +28,11 @@ export class CallDescriber {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
-  /** The call; undefined when an optional key is absent (the handler then runs unprotected). */
-  async describe(call: InterceptedCall, adapter: ContextAdapter): Promise<ProtectedCall | undefined> {
+  /**
+   * The call; undefined when an optional key is absent (the handler then runs unprotected). A promise only when its
+   * fingerprint has to wait (uploaded files on disk).
+   */
+  describe(call: InterceptedCall, adapter: ContextAdapter): ProtectedCall | undefined | Promise<ProtectedCall> {
     const key = this.keyOf(call, adapter);
     if (key === undefined) {
       if (call.route.required === false) return undefined;
@@ -39,10 +42,11 @@ export class CallDescriber {
     const request = adapter.request(call);
     const scope = this.scopeOf(call, request, operation);
     const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
-    return this.service.call(recordKey(operation, scope, key), await adapter.fingerprint(call), {
-      ...call.route,
-      partition,
-    });
+    const record = recordKey(operation, scope, key);
+    const settings = { ...call.route, partition };
+    const fingerprint = adapter.fingerprint(call);
+    if (typeof fingerprint === 'string') return this.service.call(record, fingerprint, settings);
+    return fingerprint.then((digest) => this.service.call(record, digest, settings));
   }
 
   /** The caller's key, validated. A key function that throws is an invalid key (400), logged, never a raw error. */

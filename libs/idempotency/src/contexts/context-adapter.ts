@@ -29,8 +29,11 @@ export interface ContextAdapter {
   missingKey(call: InterceptedCall): string;
   /** The HTTP request behind the call (an HTTP route, a GraphQL operation over HTTP), for `scope` and warnings. */
   request(call: InterceptedCall): unknown;
-  /** SHA-256 of everything the handler can read of the call; refuses (throws) what it cannot read safely. */
-  fingerprint(call: InterceptedCall): Promise<string>;
+  /**
+   * SHA-256 of everything the handler can read of the call; refuses (throws) what it cannot read safely. A promise
+   * only when it has to wait (files read from disk).
+   */
+  fingerprint(call: InterceptedCall): string | Promise<string>;
   /** The live status and replayable headers (HTTP), read when the outcome is stored or the client is answered early. */
   responseState?(call: InterceptedCall): ResponseState;
   /** Whether the client went away (its connection closed) before its answer was sent. */

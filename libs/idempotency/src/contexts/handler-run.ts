@@ -29,7 +29,20 @@ export function runHandler(
       error: (error) => settle({ error }),
       complete: () => settle({ value: last }),
     });
-  })
-    .then((value) => adapter.readResult?.(value) ?? value)
-    .finally(() => (answer.handlerSettled = true));
+  }).then(
+    (value) => settledWith(answer, adapter.readResult ? adapter.readResult(value) : value),
+    (error) => {
+      answer.handlerSettled = true;
+      throw error;
+    },
+  );
+}
+
+/** The handler's result, once read (a file is read into memory first): the handler's work has settled. */
+function settledWith(answer: ClientAnswer, result: unknown): unknown {
+  if (!(result instanceof Promise)) {
+    answer.handlerSettled = true;
+    return result;
+  }
+  return result.finally(() => (answer.handlerSettled = true));
 }

@@ -7,9 +7,9 @@ import { IdempotencyBodyUnreadableError } from '../errors/idempotency.errors';
  * SHA-256 of an HTTP request as the handler can read it: method, route, path parameters, query, the parsed body and
  * every uploaded file (field, original name, MIME type, size and a SHA-256 of its bytes). A body that nothing has
  * parsed yet, or a file whose bytes were not kept, is refused (`IdempotencyBodyUnreadableError`): two requests that
- * differ only there could not be told apart.
+ * differ only there could not be told apart. A promise only when there are uploaded files (their bytes may be on disk).
  */
-export async function requestFingerprint(request: any, method: string, route: string): Promise<string> {
+export function requestFingerprint(request: any, method: string, route: string): string | Promise<string> {
   const where = `${method} ${route}`;
   const raw = request.raw ?? request; // Fastify's request wraps Node's
   if (carriesBody(raw) && !raw.readableEnded) throw unparsedBody(where, raw.headers['content-type']);
@@ -17,14 +17,10 @@ export async function requestFingerprint(request: any, method: string, route: st
   // On Fastify, @fastify/multipart decorates requests with file() and files() methods: those are not uploads.
   const file = uploaded(request.file) as MulterFile | undefined;
   const files = uploaded(request.files) as MulterFile[] | Record<string, MulterFile[]> | undefined;
-  return fingerprintRequest({
-    method,
-    route,
-    params: request.params,
-    query: request.query,
-    body,
-    files: file === undefined && files === undefined ? undefined : await multerFiles(file, files, where),
-  });
+  const input = { method, route, params: request.params, query: request.query, body };
+  if (file === undefined && files === undefined) return fingerprintRequest(input);
+  // Files on disk are read to be hashed: only then is the fingerprint a promise.
+  return multerFiles(file, files, where).then((digests) => fingerprintRequest({ ...input, files: digests }));
 }
 
 function uploaded(value: unknown): object | undefined {

@@ -60,11 +60,9 @@ export class HttpContextAdapter implements ContextAdapter {
     return context.switchToHttp().getRequest();
   }
 
-  async fingerprint(call: InterceptedCall): Promise<string> {
+  fingerprint(call: InterceptedCall): string | Promise<string> {
     const { method, route } = this.identity(call);
-    try {
-      return await requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
-    } catch (error) {
+    const unreadable = (error: unknown): never => {
       if (error instanceof IdempotencyBodyUnreadableError) {
         this.logger.error({
           msg: 'answering 500 body-unreadable: the body could not be fingerprinted',
@@ -73,6 +71,12 @@ export class HttpContextAdapter implements ContextAdapter {
         });
       }
       throw error;
+    };
+    try {
+      const fingerprint = requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
+      return typeof fingerprint === 'string' ? fingerprint : fingerprint.catch(unreadable);
+    } catch (error) {
+      return unreadable(error);
     }
   }
 

@@ -57,8 +57,10 @@ function canonical(value: unknown, depth: number): string | undefined {
     for (let i = 0; i < json.length; i++) out += `${i ? ',' : ''}${canonical(json[i], depth + 1) ?? 'null'}`;
     return `${out}]`;
   }
+  const keys = Object.keys(json);
+  if (keys.length === 0) return '{}';
   out = '';
-  for (const key of Object.keys(json).sort()) {
+  for (const key of keys.length === 1 ? keys : keys.sort()) {
     const member = canonical((json as Record<string, unknown>)[key], depth + 1);
     if (member !== undefined) out += `${out ? ',' : ''}${JSON.stringify(key)}:${member}`;
   }

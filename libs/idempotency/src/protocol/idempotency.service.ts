@@ -90,7 +90,7 @@ export class IdempotencyService implements OnApplicationShutdown {
   }
 
   /** Whether `commitWith` works on this store (asked once; a store fault leaves it to the next call). */
-  commitSupported(): Promise<boolean> {
+  async commitSupported(): Promise<boolean> {
     return this.readiness.commitSupported();
   }
 
@@ -145,7 +145,8 @@ export class IdempotencyService implements OnApplicationShutdown {
   /** The protocol. Every outcome is counted in `idempotency_requests_total`. */
   async run<T>(work: ProtectedWork<T>): Promise<T> {
     try {
-      const call = await work.describe();
+      const described = work.describe();
+      const call = described instanceof Promise ? await described : described;
       if (!call) return await work.execute();
       const acquired =
         call.mode === 'optimistic'
@@ -201,7 +202,7 @@ export class IdempotencyService implements OnApplicationShutdown {
           throw new IdempotencyInFlightError(retryAfterSeconds(call, existing, this.clock.nowSeconds()));
         if (local) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
-          await settledWithin(flight.settled, waitLeft);
+          await settledWithin(flight.settled(), waitLeft);
           break;
         }
         await sleep(Math.min(pollMs, Math.max(1, waitLeft)));

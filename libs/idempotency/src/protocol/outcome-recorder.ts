@@ -95,7 +95,7 @@ export class OutcomeRecorder {
 
   /**
    * The end of a run without `commitWith` writes: a final outcome (`stored`) completes the record, any other releases
-   * the key. Either way the caller gets its own outcome.
+   * the key. Either way the caller gets its own outcome: a completion that cannot be stored is logged.
    */
   async settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
     if (!stored) {
@@ -103,7 +103,13 @@ export class OutcomeRecorder {
       await this.release(call, claimToken);
       return;
     }
-    const completion = await this.completeAlone(call, claimToken, stored);
+    let completion: CompleteResult | undefined;
+    try {
+      completion = await this.complete(call, claimToken, stored);
+    } catch (error) {
+      // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
+      this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+    }
     if (completion?.ok) {
       this.cache.set(call.recordKey, {
         fingerprint: call.fingerprint,
@@ -151,21 +157,6 @@ export class OutcomeRecorder {
       });
       return result;
     });
-  }
-
-  /** A completion without writes: a failure to store it is logged, and the caller still gets its result. */
-  private async completeAlone(
-    call: ProtectedCall,
-    claimToken: string,
-    response: StoredResponse,
-  ): Promise<CompleteResult | undefined> {
-    try {
-      return await this.complete(call, claimToken, response);
-    } catch (error) {
-      // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
-      this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
-      return undefined;
-    }
   }
 
   /**

@@ -64,7 +64,7 @@ describe('SingleFlight', () => {
     expect(repository.claims).toBe(1);
     expect(joined.local).toBe(true);
     let settled = false;
-    void won.flight.settled.then(() => (settled = true));
+    void won.flight.settled().then(() => (settled = true));
     flights.forget('k', won.flight);
     await Promise.resolve();
     expect(settled).toBe(true);

@@ -8,15 +8,29 @@ import { leaseSecondsAt, ProtectedCall } from './protected-call';
  * One claim in this process, shared by every concurrent request with the same key: only the first calls DynamoDB; the
  * others learn from its answer, and wait for a local owner without polling.
  */
-export interface Flight {
-  claim: Promise<ClaimResult>;
-  /** The claiming request's fingerprint, claim time and lease end (epoch seconds), for requests that join it. */
-  fingerprint: string;
-  claimedAt: number;
-  leaseEndsAt: number;
-  /** Resolves once a local owner has completed or released the key. */
-  settled: Promise<void>;
-  settle(): void;
+export class Flight {
+  private done = false;
+  private waiting?: Promise<void>;
+  private wake?: () => void;
+
+  constructor(
+    readonly claim: Promise<ClaimResult>,
+    /** The claiming request's fingerprint, claim time and lease end (epoch seconds), for requests that join it. */
+    readonly fingerprint: string,
+    readonly claimedAt: number,
+    public leaseEndsAt: number,
+  ) {}
+
+  /** Resolves once a local owner has completed or released the key (made only for a request that waits). */
+  settled(): Promise<void> {
+    if (this.done) return Promise.resolve();
+    return (this.waiting ??= new Promise<void>((resolve) => (this.wake = resolve)));
+  }
+
+  settle(): void {
+    this.done = true;
+    this.wake?.();
+  }
 }
 
 /** A claim as single-flight answers it. `local`: joined a claim another request of this process won. */
@@ -47,8 +61,6 @@ export class SingleFlight {
       return { claim, flight: joined, local: claim.claimed };
     }
 
-    let settle!: () => void;
-    const settled = new Promise<void>((resolve) => (settle = resolve));
     const now = this.clock.nowSeconds();
     const leaseSeconds = leaseSecondsAt(call, now);
     const claim = this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
@@ -62,8 +74,7 @@ export class SingleFlight {
       span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
       return result;
     });
-    const leaseEndsAt = now + leaseSeconds;
-    const flight: Flight = { claim, fingerprint: call.fingerprint, claimedAt: now, leaseEndsAt, settled, settle };
+    const flight = new Flight(claim, call.fingerprint, now, now + leaseSeconds);
     this.flights.set(call.recordKey, flight);
     let claimed = false;
     try {

@@ -8,8 +8,8 @@ import { ProtectedCall, ProtectedWork } from './protected-call';
 
 /** What a run needs to know when it starts. */
 export interface OwnerEnvironment {
-  /** Whether the store commits `commitWith` writes with the completion. */
-  canCommitWith(): Promise<boolean>;
+  /** Whether the store commits `commitWith` writes with the completion (a promise until the store has answered). */
+  canCommitWith(): boolean | Promise<boolean>;
   /** Whether calls are tracked through AsyncLocalStorage (the application injects `IdempotencyContext`). */
   tracked(): boolean;
 }
@@ -27,10 +27,12 @@ export async function runUnderClaim<T>(
   work: ProtectedWork<T>,
   environment: OwnerEnvironment,
 ): Promise<{ outcome: WorkOutcome<T>; writes: CommitWrite[] }> {
+  const known = environment.canCommitWith();
   const claim: RunningClaim = {
     recordKey: call.recordKey,
     claimToken,
-    canCommitWith: await environment.canCommitWith().catch(() => false),
+    // Known once the store has answered; a fault asking it means no (the work runs, without `commitWith`).
+    canCommitWith: typeof known === 'boolean' ? known : await known.catch(() => false),
     writes: [],
     open: true,
   };

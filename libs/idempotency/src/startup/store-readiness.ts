@@ -30,11 +30,18 @@ export class StoreReadiness implements OnApplicationBootstrap {
       });
       return;
     }
-    await this.commitSupported().catch(() => undefined);
+    await this.askCommitSupport().catch(() => undefined);
   }
 
-  /** Whether `commitWith` works on this store (asked once; a store fault leaves it to the next call). */
-  async commitSupported(): Promise<boolean> {
+  /**
+   * Whether `commitWith` works on this store (asked once; a store fault leaves it to the next call). Once the store
+   * has answered, the answer itself, without a promise: every protected call asks.
+   */
+  commitSupported(): boolean | Promise<boolean> {
+    return this.commitSupport ?? this.askCommitSupport();
+  }
+
+  private async askCommitSupport(): Promise<boolean> {
     this.commitSupport ??= await this.repository.supportsCommitWith();
     return this.commitSupport;
   }
