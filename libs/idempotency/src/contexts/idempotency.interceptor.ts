@@ -14,8 +14,11 @@ import { runHandler } from './handler-run';
 import { HttpContextAdapter } from './http.context';
 import { RpcContextAdapter } from './rpc.context';
 
-/** The calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context). */
-const intercepted = new WeakSet<ExecutionContext>();
+/**
+ * Marks the calls an `IdempotencyInterceptor` has seen (Nest hands every interceptor of one call the same context): a
+ * property of the call's own context, which goes with it, rather than an entry in a weak set for the GC to clear.
+ */
+const INTERCEPTED = Symbol('idempotency.intercepted');
 
 /**
  * Puts `@Idempotent()` handlers under the idempotency protocol (`IdempotencyService.run`), whatever their execution
@@ -46,8 +49,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     // Bound on both the class and the method (or also globally), it runs more than once per call: only the first counts.
-    if (intercepted.has(context)) return next.handle();
-    intercepted.add(context);
+    const marked = context as ExecutionContext & { [INTERCEPTED]?: true };
+    if (marked[INTERCEPTED]) return next.handle();
+    marked[INTERCEPTED] = true;
     const route = this.routeOptions(context);
     const adapter = route && this.adapters[context.getType<string>()];
     if (!route || !adapter) return next.handle();
