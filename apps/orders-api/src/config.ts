@@ -34,7 +34,13 @@ export interface OrdersApiConfig {
   benchRoutes: boolean;
   /** With the bench routes: a provider has IdempotencyContext injected, so the module tracks calls (`npm run bench`). */
   benchTrackCalls: boolean;
+  /** The lowest log level printed (LOG_LEVEL, default `verbose`: everything, as Nest prints by default). */
+  logLevel: LowestLogLevel;
 }
+
+/** Nest's log levels, lowest first: LOG_LEVEL prints the one it names and those above it. */
+export const LOG_LEVELS = ['verbose', 'debug', 'log', 'warn', 'error', 'fatal'] as const;
+export type LowestLogLevel = (typeof LOG_LEVELS)[number];
 
 export const ORDERS_API_CONFIG = Symbol('ORDERS_API_CONFIG');
 
@@ -61,6 +67,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),
     benchTrackCalls: flag(env, 'BENCH_TRACK_CALLS', false),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
   };
 }
 

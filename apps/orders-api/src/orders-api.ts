@@ -6,7 +6,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ensureIdempotencyTable, ensureTable, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
-import { OrdersApiConfig } from './config';
+import { LOG_LEVELS, OrdersApiConfig } from './config';
 import { ProblemDetailsFilter } from './problem-details.filter';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
 import { POWERTOOLS_TABLE } from './bench/bench.controller';
@@ -50,7 +50,8 @@ export async function startOrdersApi(
   if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
 
   const adapter = config.platform === 'fastify' ? new FastifyAdapter() : new ExpressAdapter();
-  const app = await NestFactory.create(AppModule.forRoot(config, client), adapter, options);
+  const levels = options.logger ?? [...LOG_LEVELS.slice(LOG_LEVELS.indexOf(config.logLevel))];
+  const app = await NestFactory.create(AppModule.forRoot(config, client), adapter, { logger: levels });
   app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
   app.enableShutdownHooks();
   const transport = app.connectMicroservice<MicroserviceOptions>({
