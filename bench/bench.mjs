@@ -15,6 +15,7 @@ import { freePort } from '../scripts/free-port.mjs';
 import { startDelayProxy, LATENCY_MS } from './latency.mjs';
 import { capacitySection, goalsSection, latencySection, measureCapacity } from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
+import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
@@ -356,6 +357,7 @@ async function main() {
   const results = await measure(endpoint);
   const sdkSide = !ONLY || ONLY.test('repository calls') ? repositoryCalls() : undefined;
   const capacity = !ONLY || ONLY.test('capacity') ? measureCapacity() : undefined;
+  const moduleWork = !ONLY || ONLY.test('module work') ? measureModuleWork() : undefined;
   if (ONLY) {
     for (const result of results) {
       for (const other of Object.keys(result.runs).filter((route) => route !== OURS)) {
@@ -386,7 +388,7 @@ async function main() {
     : '';
   writeFileSync(
     new URL('./RESULTS.md', import.meta.url),
-    report(results, sdkSide, capacity).replace('## Caveats\n', `${summary}## Caveats\n`),
+    report(results, sdkSide, capacity, moduleWork).replace('## Caveats\n', `${summary}## Caveats\n`),
   );
   console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
@@ -401,7 +403,7 @@ function verdict({ min, max }, higherIsBetter) {
   return min > 1 === higherIsBetter ? 'better' : 'worse';
 }
 
-function report(allResults, sdkSide, capacity) {
+function report(allResults, sdkSide, capacity, moduleWork) {
   const results = allResults.filter((result) => result.scenario !== LATENCY);
   const find = (scenario) => allResults.find((result) => result.scenario === scenario);
   const rows = results.flatMap((result) =>
@@ -423,7 +425,7 @@ function report(allResults, sdkSide, capacity) {
           return `| ${result.scenario} | \`${other}\` | ${range(rps, f2)} | ${verdict(rps, true)} | ${range(cpu, f2)} | ${verdict(cpu, false)} |`;
         }),
     );
-  const goals = goalsSection({ find, ratio, capacity, latency: find(LATENCY) });
+  const goals = goalsSection({ find, ratio, capacity, latency: find(LATENCY), moduleWork });
   const calls = (scenario) => f2(median(find(scenario).runs[OURS].map((run) => run.callsPerRequest)));
   const pair = (result, ours, other, text) => {
     const rps = ratio(result, other, 'rps', ours);
@@ -527,6 +529,8 @@ CPU µs per request ÷ the other's (below 1: the module is lighter).
 ${comparisons.join('\n')}
 
 ${goals}
+
+${moduleWorkSection(moduleWork)}
 
 ${latencySection(find(LATENCY), { LATENCY_MS, LATENCY_CONNECTIONS })}
 

@@ -1,6 +1,7 @@
 // Sections of bench/RESULTS.md beyond the throughput runs: the goals, the latency of first requests, and the capacity
 // units per request (bench/capacity.ts, on DynamoDB Local). Used by bench.mjs.
 import { execFileSync, spawnSync } from 'node:child_process';
+import { workRatio } from './module-work.mjs';
 
 const OURS = '/bench/idempotent';
 const f0 = (n) => n.toFixed(0);
@@ -37,7 +38,7 @@ const perRound = (result, ours, other, figure) =>
   spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
 
 /** The goals of the performance issue, each with its measured median and range and whether it is met. */
-export function goalsSection({ find, ratio, capacity, latency }) {
+export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {
   const rows = [];
   const goal = (text, spread, target, meets) => {
     const verdict = meets(spread.median) ? 'met' : '**not met**';
@@ -50,6 +51,15 @@ export function goalsSection({ find, ratio, capacity, latency }) {
     goal(
       `${scenario}: CPU per request ÷ \`/bench/floor-intercepted\``,
       ratio(find(scenario), '/bench/floor-intercepted', 'cpuMicrosPerRequest'),
+      '≤ 1.05',
+      (x) => x <= 1.05,
+    );
+  }
+  const dynamo = moduleWork?.stores.find((result) => result.store === 'dynamodb');
+  if (dynamo) {
+    goal(
+      `new key, in one process without I/O (\`bench/module-cpu.ts\`, ${moduleWork.mode === 'callgrind' ? 'instructions' : 'CPU time'}) ÷ \`/bench/floor-intercepted\`'s calls`,
+      workRatio(dynamo),
       '≤ 1.05',
       (x) => x <= 1.05,
     );
