@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, StreamableFile } from '@nestjs/common';
+import { ExecutionContext, Inject, Injectable, Logger, StreamableFile } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { applicationConfigOf } from '../nest-internals';
 import { ClassSerialization } from './class-serializer';
@@ -44,20 +44,20 @@ export class HttpContextAdapter implements ContextAdapter {
   }
 
   key({ context, route }: InterceptedCall): unknown {
-    const request = context.switchToHttp().getRequest();
+    const request = requestOf(context);
     if (route.key) return route.key(request, context);
     return parseKeyHeader(request.headers?.[this.options.keyHeader.toLowerCase()]);
   }
 
   missingKey({ context }: InterceptedCall): string {
     const detail = `This operation is idempotent and requires an ${this.options.keyHeader} header.`;
-    const method = this.method(context.switchToHttp().getRequest());
+    const method = this.method(requestOf(context));
     if (!SAFE_METHODS.has(method)) return detail;
     return `${detail} (A ${method} is safe to repeat by HTTP semantics; this route asks for a key because it is @Idempotent().)`;
   }
 
   request({ context }: InterceptedCall): unknown {
-    return context.switchToHttp().getRequest();
+    return requestOf(context);
   }
 
   fingerprint(call: InterceptedCall): string | Promise<string> {
@@ -73,7 +73,7 @@ export class HttpContextAdapter implements ContextAdapter {
       throw error;
     };
     try {
-      const fingerprint = requestFingerprint(call.context.switchToHttp().getRequest(), method, route);
+      const fingerprint = requestFingerprint(requestOf(call.context), method, route);
       return typeof fingerprint === 'string' ? fingerprint : fingerprint.catch(unreadable);
     } catch (error) {
       return unreadable(error);
@@ -81,14 +81,13 @@ export class HttpContextAdapter implements ContextAdapter {
   }
 
   responseState({ context }: InterceptedCall): ResponseState {
-    const response = context.switchToHttp().getResponse();
+    const response = responseOf(context);
     return { statusCode: (response as { statusCode: number }).statusCode, headers: this.replayableHeaders(response) };
   }
 
   clientGone({ context }: InterceptedCall): boolean {
-    const http = context.switchToHttp();
-    const request = http.getRequest();
-    const response = http.getResponse();
+    const request = requestOf(context);
+    const response = responseOf(context);
     const raw = response.raw ?? response;
     return Boolean((request.raw ?? request).socket?.destroyed) && !raw.writableFinished;
   }
@@ -119,7 +118,7 @@ export class HttpContextAdapter implements ContextAdapter {
    */
   replay(stored: StoredResponse, { context }: InterceptedCall): unknown {
     const adapter = this.adapterHost.httpAdapter;
-    const response = context.switchToHttp().getResponse();
+    const response = responseOf(context);
     for (const [name, value] of Object.entries(stored.headers)) adapter.setHeader(response, name, value as string);
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
     if (stored.exception) throw replayedException(stored);
@@ -133,7 +132,7 @@ export class HttpContextAdapter implements ContextAdapter {
 
   /** The method and the route: its `name`, else the template (with the API version that served the request). */
   private identity({ context, route: options }: InterceptedCall): { method: string; route: string } {
-    const request = context.switchToHttp().getRequest();
+    const request = requestOf(context);
     if (options.name) return { method: this.method(request), route: options.name };
     const version = requestVersion(context, request, applicationConfigOf(this.moduleRef)?.getVersioning());
     const template = routeTemplate(context);
@@ -154,4 +153,16 @@ export class HttpContextAdapter implements ContextAdapter {
     }
     return headers;
   }
+}
+
+/**
+ * The request and the response of an HTTP call: its first two arguments, as `switchToHttp()` reads them, without the
+ * three functions that `switchToHttp()` makes on every call (the adapter reads them several times per call).
+ */
+function requestOf(context: ExecutionContext): any {
+  return context.getArgByIndex(0);
+}
+
+function responseOf(context: ExecutionContext): any {
+  return context.getArgByIndex(1);
 }
