@@ -2,10 +2,11 @@ import { CallHandler, ExecutionContext, Inject, Injectable, Logger, NestIntercep
 import { Reflector } from '@nestjs/core';
 import { Observable } from 'rxjs';
 import { IdempotencyError } from '../errors/idempotency.errors';
-import { IdempotentOptions } from '../options/idempotency.options';
+import { IdempotentOptions, StoreIf } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { idempotentOptionsOf } from '../options/route-settings';
-import { IdempotencyService } from '../protocol/idempotency.service';
+import { IdempotencyService, ProtectedWork } from '../protocol/idempotency.service';
+import { StoredResponse } from '../repository/idempotency.record';
 import { CallDescriber } from './call-describer';
 import { ClientAnswer } from './client-answer';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
@@ -72,26 +73,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private protect(call: InterceptedCall, adapter: ContextAdapter, next: CallHandler): Observable<unknown> {
     return new Observable((client) => {
       const answer = new ClientAnswer(client, () => adapter.responseState?.(call));
-      let owned = false;
       const storeIf = call.route.storeIf ?? this.options.storeIf;
+      const work = new InterceptedWork(call, adapter, next, answer, this.describer, storeIf);
       this.service
-        .run({
-          describe: () => this.describer.describe(call, adapter),
-          execute: () => {
-            owned = true;
-            return runHandler(call, adapter, next, answer);
-          },
-          capture: (value) => adapter.capture(value, call, answer.state()),
-          captureError: (error) => adapter.captureError(error, call, answer.state()),
-          isFinal: (stored, error) => storeIf(stored.statusCode, error),
-          replay: (stored) => adapter.replay(stored, call),
-        })
+        .run(work)
         .then(
           (value) => answer.send({ value }),
           (error) => answer.send({ error: error instanceof IdempotencyError ? adapter.problem(error, call) : error }),
         )
         .finally(() => {
-          if (owned && (answer.early || adapter.clientGone?.(call))) {
+          if (work.owned && (answer.early || adapter.clientGone?.(call))) {
             this.logger.warn({
               msg: 'the client was answered before the handler finished (a timeout, or it went away); the handler’s own outcome is stored and replayed',
               operation: adapter.operation(call),
@@ -100,5 +91,45 @@ export class IdempotencyInterceptor implements NestInterceptor {
         });
       return () => answer.abandon();
     });
+  }
+}
+
+/** One intercepted call as the protocol runs it: each step answered by the call's adapter. */
+class InterceptedWork implements ProtectedWork<unknown> {
+  /** Set once the handler runs (as the key's owner, or unprotected without a key). */
+  owned = false;
+
+  constructor(
+    private readonly call: InterceptedCall,
+    private readonly adapter: ContextAdapter,
+    private readonly next: CallHandler,
+    private readonly answer: ClientAnswer,
+    private readonly describer: CallDescriber,
+    private readonly storeIf: StoreIf,
+  ) {}
+
+  describe() {
+    return this.describer.describe(this.call, this.adapter);
+  }
+
+  execute(): Promise<unknown> {
+    this.owned = true;
+    return runHandler(this.call, this.adapter, this.next, this.answer);
+  }
+
+  capture(value: unknown): StoredResponse {
+    return this.adapter.capture(value, this.call, this.answer.state());
+  }
+
+  captureError(error: unknown): StoredResponse | undefined {
+    return this.adapter.captureError(error, this.call, this.answer.state());
+  }
+
+  isFinal(stored: StoredResponse, error?: unknown): boolean {
+    return this.storeIf(stored.statusCode, error);
+  }
+
+  replay(stored: StoredResponse): unknown {
+    return this.adapter.replay(stored, this.call);
   }
 }
