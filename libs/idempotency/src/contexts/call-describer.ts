@@ -43,7 +43,7 @@ export class CallDescriber {
     const scope = this.scopeOf(call, request, operation);
     const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
     const record = recordKey(operation, scope, key);
-    const settings = { ...call.route, partition };
+    const settings = partition === undefined ? call.route : { ...call.route, partition };
     const fingerprint = adapter.fingerprint(call);
     if (typeof fingerprint === 'string') return this.service.call(record, fingerprint, settings);
     return fingerprint.then((digest) => this.service.call(record, digest, settings));

@@ -97,14 +97,23 @@ async function multerDigest(file: MulterFile, where: string): Promise<FileDigest
  */
 function withFileParts(body: unknown, where: string): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body) || Buffer.isBuffer(body)) return body;
-  const values = Object.values(body);
-  if (!values.some((value) => isPart(value) || (Array.isArray(value) && value.some(isPart)))) return body;
+  if (!hasParts(body)) return body;
   const read = (value: unknown) => (isPart(value) ? partValue(value, where) : value);
   const entries = Object.entries(body).map(([name, value]) => [
     name,
     Array.isArray(value) ? value.map(read) : read(value),
   ]);
   return Object.fromEntries(entries);
+}
+
+/** Whether a parsed body holds multipart parts (a value, or a list of values, that is one). */
+function hasParts(body: object): boolean {
+  for (const name in body) {
+    if (!Object.hasOwn(body, name)) continue;
+    const value = (body as Record<string, unknown>)[name];
+    if (isPart(value) || (Array.isArray(value) && value.some(isPart))) return true;
+  }
+  return false;
 }
 
 interface MultipartPart {

@@ -48,6 +48,9 @@ export function canonicalJson(value: unknown, depth = 0): string {
 function canonical(value: unknown, depth: number): string | undefined {
   if (depth > MAX_DEPTH)
     throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
+  if (typeof value !== 'object' || value === null) {
+    return typeof value === 'function' || typeof value === 'symbol' ? undefined : JSON.stringify(value);
+  }
   if (Buffer.isBuffer(value)) return `{"$buffer":${JSON.stringify(value.toString('base64'))}}`;
   const json = toJsonValue(value);
   if (json === null || typeof json !== 'object') return JSON.stringify(json);

@@ -127,14 +127,15 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
-    const deadline = invocationDeadlineSeconds();
-    return {
+    const call: ProtectedCall = {
       recordKey,
       partition: settings.partition,
       fingerprint,
       ...callPolicy(settings, this.options),
-      ...(deadline === undefined ? {} : { deadline }),
     };
+    const deadline = invocationDeadlineSeconds();
+    if (deadline !== undefined) call.deadline = deadline;
+    return call;
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */

@@ -178,16 +178,14 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     // A PENDING record is never evicted: its lease ends by its owner's write or a takeover.
     if (record.status !== 'PENDING') this.finished.push(record);
     const now = this.clock.nowSeconds();
-    let checked = 0;
-    for (const oldest of this.finishedInWriteOrder()) {
-      if (checked++ >= EXPIRED_CHECKED_PER_WRITE || oldest.expiresAt >= now) break;
+    for (let checked = 0; checked < EXPIRED_CHECKED_PER_WRITE; checked++) {
+      const oldest = this.oldestKept();
+      if (!oldest || oldest.expiresAt >= now) break;
       this.records.delete(oldest.key);
     }
     if (this.records.size > this.maxRecords) {
-      for (const candidate of this.finishedInWriteOrder()) {
-        this.records.delete(candidate.key);
-        break;
-      }
+      const oldest = this.oldestKept();
+      if (oldest) this.records.delete(oldest.key);
     }
     this.compact();
   }
@@ -207,13 +205,13 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     }
   }
 
-  /** The finished records kept, oldest written first. Entries no longer kept are skipped, and dropped at the front. */
-  private *finishedInWriteOrder(): Generator<StoredRecord> {
-    for (let i = this.oldest; i < this.finished.length; i++) {
-      const record = this.finished[i];
-      if (this.records.get(record.key) === record) yield record;
-      else if (i === this.oldest) this.oldest++;
+  /** The oldest finished record still kept; the entries before it, no longer kept, are dropped from the front. */
+  private oldestKept(): StoredRecord | undefined {
+    for (; this.oldest < this.finished.length; this.oldest++) {
+      const record = this.finished[this.oldest];
+      if (this.records.get(record.key) === record) return record;
     }
+    return undefined;
   }
 }
 
