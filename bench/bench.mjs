@@ -579,9 +579,11 @@ nothing else in the process.
 ## Before
 
 [before/RESULTS.md](before/RESULTS.md) and [before/PROFILE.md](before/PROFILE.md) are the previous committed run (main at
-\`e38966b\`, 3 rounds): the same app and machine kind, before the record's own DynamoDB calls bypassed the
-DocumentClient's marshalling. The virtual machine's speed drifts from day to day (the floor route's CPU per request
-with it), so absolute figures of two runs are not comparable; ratios within a run are.
+\`9a73e3c\`, 5 rounds of 10 s): the same app and machine kind, before the module's own work per call was cut (counters
+kept as plain numbers, one renewal timer for the process, fewer promises and allocations per call) and before the
+bench apps ran without debug lines and without the reconciler sweeping the bench table in the measured process. The
+virtual machine's speed drifts from day to day (the floor route's CPU per request with it), so absolute figures of two
+runs are not comparable; ratios within a run are.
 
 ## Caveats
 

@@ -133,10 +133,11 @@ export function profileSummary(beforeText, afterText) {
         .map((section) => {
           const [scenario] = section.split('\n');
           const cpu = /, (\d+) µs CPU per request/.exec(section)?.[1];
+          const own = /about (\d+) µs per request, of which the AWS SDK (\d+) µs/.exec(section);
           const owners = [...section.matchAll(/^\| ([\d.]+ %) \| ([^`|][^|]*) \|$/gm)].map(
             ([, share, owner]) => `${owner.trim()} ${share}`,
           );
-          return [scenario.trim(), { cpu, owners }];
+          return [scenario.trim(), { cpu, owners, own: own ? `${Number(own[1]) - Number(own[2])}` : '' }];
         }),
     );
   const before = parse(beforeText);
@@ -148,16 +149,18 @@ export function profileSummary(beforeText, afterText) {
     ]
       .filter(([, profile]) => profile)
       .map(
-        ([when, profile]) => `| ${scenario} | ${when} | ${profile.cpu} | ${profile.owners.slice(0, 5).join('; ')} |`,
+        ([when, profile]) =>
+          `| ${scenario} | ${when} | ${profile.cpu} | ${profile.own} | ${profile.owners.slice(0, 5).join('; ')} |`,
       ),
   );
   return `## Profile, before and after
 
 The module's route under \`node --cpu-prof\` (details: [PROFILE.md](PROFILE.md), and [before/PROFILE.md](before/PROFILE.md)):
-self time by owner, largest first. CPU per request is while profiled (the profiler costs some).
+self time by owner, largest first. CPU per request is while profiled (the profiler costs some); the module's own work is
+the samples whose innermost library frame is the module's, less the AWS SDK calls under them (as PROFILE.md counts it).
 
-| scenario | run | CPU µs / request | self time by owner |
-|---|---|---:|---|
+| scenario | run | CPU µs / request | the module's own work, µs / request | self time by owner |
+|---|---|---:|---:|---|
 ${rows.join('\n')}
 
 `;
