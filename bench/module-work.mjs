@@ -1,6 +1,6 @@
 // bench/module-cpu.ts run for each store, and its section of bench/RESULTS.md. Used by bench.mjs.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -67,10 +67,14 @@ export function measureModuleWork() {
   };
 }
 
-/** Per-round ratios, median [min–max]. */
+/**
+ * The module's median over its floor's, with the range of the per-round ratios: a round that meets a major garbage
+ * collection of the heap counts several times the others, so the medians are compared, not the rounds.
+ */
 export function workRatio({ runs }) {
-  const ratios = runs.module.map((value, i) => value / runs.floor[i]).sort((a, b) => a - b);
-  return { median: ratios[Math.floor(ratios.length / 2)], min: ratios[0], max: ratios.at(-1) };
+  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const ratios = runs.module.map((value, i) => value / runs.floor[i]);
+  return { median: median(runs.module) / median(runs.floor), min: Math.min(...ratios), max: Math.max(...ratios) };
 }
 
 const show = ({ median, min, max }) => `${f2(median)} [${f2(min)}–${f2(max)}]`;
@@ -84,10 +88,14 @@ export function moduleWorkSection(work) {
       : `in CPU time${work.pinned ? ', pinned to one core' : ''} (no instruction counts: valgrind not on PATH, or \`BENCH_MODULE_WORK=cpu\`)`;
   const label = { memory: 'in-memory store', dynamodb: 'DynamoDB (a client answering at once)' };
   const floor = { memory: '`/bench/floor-memory`', dynamodb: '`/bench/floor-intercepted`' };
-  const rows = work.stores.map(
-    (result) =>
-      `| ${label[result.store]} | ${f0(result.module)} | ${floor[result.store]}: ${f0(result.floor)} | ${show(workRatio(result))} |`,
-  );
+  // The same harness run on the code before this round of cuts (bench/before/module-work.json), when measured alike.
+  const beforeFile = new URL('./before/module-work.json', import.meta.url);
+  const before = existsSync(beforeFile) ? JSON.parse(readFileSync(beforeFile, 'utf8')) : undefined;
+  const earlier = (store) => (before?.mode === work.mode ? before.stores.find((r) => r.store === store) : undefined);
+  const rows = work.stores.map((result) => {
+    const then = earlier(result.store);
+    return `| ${label[result.store]} | ${f0(result.module)} | ${then ? f0(then.module) : '—'} | ${floor[result.store]}: ${f0(result.floor)} | ${show(workRatio(result))} | ${then ? show(workRatio(then)) : '—'} |`;
+  });
   return `## The module's own work, without I/O (\`bench/module-cpu.ts\`)
 
 \`IdempotencyInterceptor\` called in one process the way Nest's router calls an interceptor (an \`ExecutionContext\`
@@ -98,9 +106,12 @@ in-memory store against \`/bench/floor-memory\`'s interceptor; the DynamoDB repo
 DynamoDB client whose HTTP handler answers \`{}\` at once. No network, no HTTP server, nothing else on the machine's
 cores: ${how}.
 
-| store | the module, ${unit} | its floor | module ÷ floor, per round |
-|---|---:|---:|---:|
+| store | the module, ${unit} | before | its floor | module ÷ floor: medians [rounds] | before |
+|---|---:|---:|---:|---:|---:|
 ${rows.join('\n')}
+
+"Before" is the same harness on the library as it was at \`${before?.commit ?? '—'}\` (the code of
+[before/RESULTS.md](before/RESULTS.md)), measured alike (\`bench/before/module-work.json\`).
 
 On DynamoDB the SDK's own work (signing, serializing, its middleware) is most of a call, and the module's low-level
 requests skip the DocumentClient's marshalling that the floor pays, so its own work above the calls is about what it
