@@ -14,14 +14,11 @@ import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Readable } from 'node:stream';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { CallHandler, Controller, ExecutionContext, Injectable, Module, NestInterceptor, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
 import { ExpressAdapter } from '@nestjs/platform-express';
-import { HttpResponse } from '@smithy/core/transport';
 import {
   IdempotencyInterceptor,
   IdempotencyModule,
@@ -33,6 +30,7 @@ import { defer, lastValueFrom, Observable, of } from 'rxjs';
 import { floorCalls } from '../apps/orders-api/src/bench/floor-calls';
 import { MemoryFloorInterceptor } from '../apps/orders-api/src/bench/memory-floor.interceptor';
 import { registerPrometheusMetrics } from '../apps/orders-api/src/metrics/prometheus';
+import { instantClient } from './instant-client.cjs';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const STORE = process.env.MODULE_CPU_STORE === 'dynamodb' ? 'dynamodb' : 'memory';
@@ -50,27 +48,6 @@ class BenchController {
   idempotent(): unknown {
     return undefined; // never called: the harness hands the interceptor its handler's answer
   }
-}
-
-/** A client whose every call is answered `{}` at once: the SDK's own work, no network. */
-function instantClient(): DynamoDBClient {
-  const requestHandler = {
-    handle: async () => ({
-      response: new HttpResponse({
-        statusCode: 200,
-        headers: { 'content-type': 'application/x-amz-json-1.0' },
-        body: Readable.from([Buffer.from('{}')]),
-      }),
-    }),
-    updateHttpClientConfig() {},
-    httpHandlerConfigs: () => ({}),
-  };
-  return new DynamoDBClient({
-    region: 'us-east-1',
-    endpoint: 'http://127.0.0.1:1',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    requestHandler,
-  });
 }
 
 /** `/bench/floor-intercepted`: a pass-through interceptor around the floor's claim, the work, and its completion. */

@@ -3,32 +3,14 @@
 // Rounds alternate; prints JSON: CPU µs per new key, per round. Run by bench.mjs (after `npm run build`).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const { randomUUID } = require('node:crypto');
-const { Readable } = require('node:stream');
-const { DynamoDBClient } = require('@aws-sdk/client-dynamodb');
 const { DynamoDBDocumentClient } = require('@aws-sdk/lib-dynamodb');
-const { HttpResponse } = require('@smithy/core/transport');
 const { DynamoDbIdempotencyRepository } = require('../libs/idempotency/dist');
+const { instantClient } = require('./instant-client.cjs');
 const { floorCalls } = require('../dist/apps/orders-api/bench/floor-calls'); // the calls /bench/floor makes
 
 const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const CALLS = Number(process.env.CALLS ?? 3000);
-const requestHandler = {
-  handle: async () => ({
-    response: new HttpResponse({
-      statusCode: 200,
-      headers: { 'content-type': 'application/x-amz-json-1.0' },
-      body: Readable.from([Buffer.from('{}')]),
-    }),
-  }),
-  updateHttpClientConfig() {},
-  httpHandlerConfigs: () => ({}),
-};
-const client = new DynamoDBClient({
-  region: 'us-east-1',
-  endpoint: 'http://127.0.0.1:1',
-  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  requestHandler,
-});
+const client = instantClient();
 const documents = DynamoDBDocumentClient.from(client);
 const repository = new DynamoDbIdempotencyRepository({ client, tableName: 't' });
 const response = { statusCode: 200, headers: {}, body: { ok: true, received: { item: 'book', quantity: 1 } } };
