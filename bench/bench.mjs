@@ -16,6 +16,7 @@ import { startDelayProxy, LATENCY_MS } from './latency.mjs';
 import { capacitySection, goalsSection, latencySection, measureCapacity } from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
+import { f0, f2, median, spreadOf } from './stats.mjs';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
@@ -159,13 +160,6 @@ async function load(url, path, keys, duration = DURATION_SECONDS, connections = 
   };
 }
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const spread = (values) => ({ median: median(values), min: Math.min(...values), max: Math.max(...values) });
-
 async function prime(url, path, prefix) {
   for (let i = 0; i < REPLAY_KEYS; i += 20) {
     await Promise.all(
@@ -263,7 +257,7 @@ function combined(slices) {
 
 /** Per-round ratios of `ours` (the module's route, unless named) to `other` for one figure, as median [min–max]. */
 function ratio(result, other, figure, ours = OURS) {
-  return spread(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
+  return spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
 }
 
 async function measure(endpoint) {
@@ -341,8 +335,8 @@ function repositoryCalls() {
     execFileSync(process.execPath, [new URL('./repository-calls.cjs', import.meta.url).pathname], { encoding: 'utf8' }),
   );
   const ratios = runs.module.map((micros, i) => micros / runs.floor[i]);
-  console.log(`repository calls: module ÷ floor CPU ${range(spread(ratios), f2)}`);
-  return { floor: spread(runs.floor), module: spread(runs.module), ratio: spread(ratios), rounds: ratios.length };
+  console.log(`repository calls: module ÷ floor CPU ${range(spreadOf(ratios), f2)}`);
+  return { floor: spreadOf(runs.floor), module: spreadOf(runs.module), ratio: spreadOf(ratios), rounds: ratios.length };
 }
 
 async function main() {
@@ -394,8 +388,6 @@ async function main() {
   process.exit(0);
 }
 
-const f0 = (n) => n.toFixed(0);
-const f2 = (n) => n.toFixed(2);
 const range = ({ median: m, min, max }, format) => `${format(m)} [${format(min)}–${format(max)}]`;
 /** Higher is better for throughput, lower for CPU; a spread that crosses 1.0 is a tie. */
 function verdict({ min, max }, higherIsBetter) {
@@ -408,7 +400,7 @@ function report(allResults, sdkSide, capacity, moduleWork) {
   const find = (scenario) => allResults.find((result) => result.scenario === scenario);
   const rows = results.flatMap((result) =>
     Object.entries(result.runs).map(([route, runs]) => {
-      const pick = (figure) => spread(runs.map((run) => run[figure]));
+      const pick = (figure) => spreadOf(runs.map((run) => run[figure]));
       const non2xx = runs.reduce((sum, run) => sum + run.statuses.non2xx, 0);
       const errors = runs.reduce((sum, run) => sum + run.errors, 0);
       return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;

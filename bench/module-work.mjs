@@ -3,10 +3,9 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { f0, median, show } from './stats.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
-const f0 = (n) => n.toFixed(0);
-const f2 = (n) => n.toFixed(2);
 
 /** Calls per warm-up and per round: under callgrind a call is about 50 times slower. */
 const COUNTS = {
@@ -72,12 +71,9 @@ export function measureModuleWork() {
  * collection of the heap counts several times the others, so the medians are compared, not the rounds.
  */
 export function workRatio({ runs }) {
-  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   const ratios = runs.module.map((value, i) => value / runs.floor[i]);
   return { median: median(runs.module) / median(runs.floor), min: Math.min(...ratios), max: Math.max(...ratios) };
 }
-
-const show = ({ median, min, max }) => `${f2(median)} [${f2(min)}–${f2(max)}]`;
 
 export function moduleWorkSection(work) {
   if (!work) return '';

@@ -2,8 +2,7 @@
 // function and by owner, and the share of the module's own work), PROFILE.md, and the before/after summary in
 // RESULTS.md. Used by bench.mjs.
 import { readFileSync } from 'node:fs';
-
-const f0 = (n) => n.toFixed(0);
+import { f0 } from './stats.mjs';
 
 /** Frames of Nest's handler pipeline: below one of them, the time is the handler's (and Nest's), not the module's. */
 const NEST_PIPELINE = /@nestjs\/core\/(interceptors\/interceptors-consumer|router\/router-execution-context)/;

@@ -2,17 +2,9 @@
 // units per request (bench/capacity.ts, on DynamoDB Local). Used by bench.mjs.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { workRatio } from './module-work.mjs';
+import { f0, f2, median, show, spreadOf } from './stats.mjs';
 
 const OURS = '/bench/idempotent';
-const f0 = (n) => n.toFixed(0);
-const f2 = (n) => n.toFixed(2);
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const spreadOf = (values) => ({ median: median(values), min: Math.min(...values), max: Math.max(...values) });
-const show = ({ median: m, min, max }) => `${f2(m)} [${f2(min)}–${f2(max)}]`;
 
 /** bench/capacity.ts's figures, or why they could not be measured (DynamoDB Local needs Java 17+). */
 export function measureCapacity() {
