@@ -62,21 +62,12 @@ export class HttpContextAdapter implements ContextAdapter {
 
   fingerprint(call: InterceptedCall): string | Promise<string> {
     const { method, route } = this.identity(call);
-    const unreadable = (error: unknown): never => {
-      if (error instanceof IdempotencyBodyUnreadableError) {
-        this.logger.error({
-          msg: 'answering 500 body-unreadable: the body could not be fingerprinted',
-          operation: `${method} ${route}`,
-          reason: error.message,
-        });
-      }
-      throw error;
-    };
     try {
       const fingerprint = requestFingerprint(requestOf(call.context), method, route);
-      return typeof fingerprint === 'string' ? fingerprint : fingerprint.catch(unreadable);
+      if (typeof fingerprint === 'string') return fingerprint;
+      return fingerprint.catch((error: unknown) => this.unreadable(error, `${method} ${route}`));
     } catch (error) {
-      return unreadable(error);
+      return this.unreadable(error, `${method} ${route}`);
     }
   }
 
@@ -128,6 +119,18 @@ export class HttpContextAdapter implements ContextAdapter {
 
   problem(error: IdempotencyError): Error {
     return IdempotencyProblemException.from(error);
+  }
+
+  /** A body that could not be fingerprinted is logged (it answers 500 body-unreadable); every error is thrown on. */
+  private unreadable(error: unknown, operation: string): never {
+    if (error instanceof IdempotencyBodyUnreadableError) {
+      this.logger.error({
+        msg: 'answering 500 body-unreadable: the body could not be fingerprinted',
+        operation,
+        reason: error.message,
+      });
+    }
+    throw error;
   }
 
   /** The method and the route: its `name`, else the template (with the API version that served the request). */
