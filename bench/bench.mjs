@@ -16,7 +16,7 @@ import { startDelayProxy, LATENCY_MS } from './latency.mjs';
 import { capacitySection, goalsSection, latencySection, measureCapacity } from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
-import { f0, f2, median, spreadOf } from './stats.mjs';
+import { f0, f2, median, perRound, spreadOf } from './stats.mjs';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
@@ -257,7 +257,7 @@ function combined(slices) {
 
 /** Per-round ratios of `ours` (the module's route, unless named) to `other` for one figure, as median [min–max]. */
 function ratio(result, other, figure, ours = OURS) {
-  return spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
+  return perRound(result, ours, other, figure);
 }
 
 async function measure(endpoint) {

@@ -2,7 +2,7 @@
 // units per request (bench/capacity.ts, on DynamoDB Local). Used by bench.mjs.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { workRatio } from './module-work.mjs';
-import { f0, f2, median, show, spreadOf } from './stats.mjs';
+import { f0, f2, median, perRound, show, spreadOf } from './stats.mjs';
 
 const OURS = '/bench/idempotent';
 
@@ -24,10 +24,6 @@ export function measureCapacity() {
   console.log('capacity units measured on DynamoDB Local');
   return JSON.parse(output);
 }
-
-/** Per-round ratios of one route's figure to another's in a scenario. */
-const perRound = (result, ours, other, figure) =>
-  spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
 
 /** The goals of the performance issue, each with its measured median and range and whether it is met. */
 export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {

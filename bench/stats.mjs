@@ -12,5 +12,9 @@ export const median = (values) => {
 /** A figure over rounds: its median and its range. */
 export const spreadOf = (values) => ({ median: median(values), min: Math.min(...values), max: Math.max(...values) });
 
+/** Per-round ratios of one route's figure to another's in a scenario, as median [min–max]. */
+export const perRound = (result, ours, other, figure) =>
+  spreadOf(result.runs[ours].map((run, i) => run[figure] / result.runs[other][i][figure]));
+
 /** `median [min–max]`, to two decimals. */
 export const show = ({ median: m, min, max }) => `${f2(m)} [${f2(min)}–${f2(max)}]`;
