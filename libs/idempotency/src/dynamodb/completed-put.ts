@@ -44,8 +44,12 @@ export async function putCompletedRecord(
   const claimToken = input.claimToken ?? randomUUID();
   for (let attempt = 1; ; attempt++) {
     const nowSeconds = store.nowSeconds();
+    const { fingerprint, ttlSeconds } = input;
     const put = completedPutRequest(store.tableName, store.layout, {
-      ...input,
+      key,
+      partition,
+      fingerprint,
+      ttlSeconds,
       claimToken,
       response,
       nowSeconds,

@@ -127,11 +127,18 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
+    const policy = callPolicy(settings, this.options);
     const call: ProtectedCall = {
       recordKey,
       partition: settings.partition,
       fingerprint,
-      ...callPolicy(settings, this.options),
+      leaseSeconds: policy.leaseSeconds,
+      maxLeaseSeconds: policy.maxLeaseSeconds,
+      retryAfterSeconds: policy.retryAfterSeconds,
+      ttlSeconds: policy.ttlSeconds,
+      waitMs: policy.waitMs,
+      clockSkewSeconds: policy.clockSkewSeconds,
+      mode: policy.mode,
     };
     const deadline = invocationDeadlineSeconds();
     if (deadline !== undefined) call.deadline = deadline;

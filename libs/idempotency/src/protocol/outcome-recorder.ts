@@ -125,7 +125,7 @@ export class OutcomeRecorder {
    * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the work
    * ran for a key that was already done (the lease was shorter than the work).
    */
-  private async complete(
+  private complete(
     call: ProtectedCall,
     claimToken: string,
     response: StoredResponse,
@@ -188,17 +188,31 @@ export class OutcomeRecorder {
   }
 }
 
-/** Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. */
-export async function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
+/**
+ * Retries a completion or release through store faults, within `SETTLE_RETRY_BUDGET_MS`. The first attempt's promise
+ * is handed on as it is: a write that succeeds (nearly all) costs no frame of its own.
+ */
+export function retryThroughStoreFaults<T>(write: () => Promise<T>): Promise<T> {
   const deadline = performance.now() + SETTLE_RETRY_BUDGET_MS;
+  let first: Promise<T>;
+  try {
+    first = write();
+  } catch (error) {
+    first = Promise.reject(error);
+  }
+  return first.catch((error: unknown) => retried(write, error, deadline));
+}
+
+async function retried<T>(write: () => Promise<T>, error: unknown, deadline: number): Promise<T> {
   for (let delayMs = 100; ; delayMs = Math.min(delayMs * 2, 1000)) {
+    const storeFault =
+      error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
+    if (!storeFault || performance.now() + delayMs > deadline) throw error;
+    await sleep(delayMs);
     try {
       return await write();
-    } catch (error) {
-      const storeFault =
-        error instanceof IdempotencyStoreThrottledError || error instanceof IdempotencyStoreUnavailableError;
-      if (!storeFault || performance.now() + delayMs > deadline) throw error;
-      await sleep(delayMs);
+    } catch (next) {
+      error = next;
     }
   }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { IdempotencyRecord, isClaimable } from './idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from './idempotency.record';
 import {
   ClaimInput,
   ClaimResult,
@@ -80,27 +80,13 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = randomUUID();
-    const record: StoredRecord = {
-      key,
-      status: 'PENDING',
-      expiresAt: now + leaseSeconds,
-      claimToken,
-      fingerprint,
-      pendingSince: now,
-    };
-    this.write(partition === undefined ? record : { ...record, partition });
+    this.write(storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now));
     return { claimed: true, claimToken };
   }
 
   async complete({ key, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
     const now = this.clock.nowSeconds();
-    const result = this.transition(key, claimToken, (record) => ({
-      ...record,
-      status: 'COMPLETED',
-      response: JSON.stringify(response),
-      expiresAt: now + ttlSeconds,
-      completedAt: now,
-    }));
+    const result = this.transition(key, claimToken, 'COMPLETED', now + ttlSeconds, JSON.stringify(response), now);
     if (result.ok && writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return result;
   }
@@ -112,17 +98,19 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { ok: false, reason: 'exists', current: readRecord(existing) };
     }
-    const record: StoredRecord = {
+    const claimToken = input.claimToken ?? randomUUID();
+    const record: StoredRecord = storedRecord(
       key,
-      status: 'COMPLETED',
-      expiresAt: now + ttlSeconds,
-      claimToken: input.claimToken ?? randomUUID(),
+      partition,
+      'COMPLETED',
+      now + ttlSeconds,
+      claimToken,
       fingerprint,
-      pendingSince: now,
-      completedAt: now,
-      response: JSON.stringify(response),
-    };
-    this.write(partition === undefined ? record : { ...record, partition });
+      now,
+    );
+    record.completedAt = now;
+    record.response = JSON.stringify(response);
+    this.write(record);
     if (writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return { ok: true, expiresAt: record.expiresAt };
   }
@@ -133,12 +121,12 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 
   async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, (record) => ({ ...record, status: 'FAILED', expiresAt: now + ttlSeconds }));
+    return this.transition(key, claimToken, 'FAILED', now + ttlSeconds);
   }
 
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, (record) => ({ ...record, expiresAt: now + leaseSeconds }));
+    return this.transition(key, claimToken, 'PENDING', now + leaseSeconds);
   }
 
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
@@ -162,12 +150,31 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return { removed: true };
   }
 
-  private transition(key: string, claimToken: string, next: (record: StoredRecord) => StoredRecord): TransitionResult {
+  /** The owner's write of its PENDING record: a new record with this status and expiry (a completion: its response). */
+  private transition(
+    key: string,
+    claimToken: string,
+    status: IdempotencyStatus,
+    expiresAt: number,
+    response?: string,
+    completedAt?: number,
+  ): TransitionResult {
     const record = this.records.get(key);
     if (record?.status === 'PENDING' && record.claimToken === claimToken) {
-      const updated = next(record);
+      const { partition, fingerprint, pendingSince } = record;
+      const updated: StoredRecord = storedRecord(
+        key,
+        partition,
+        status,
+        expiresAt,
+        claimToken,
+        fingerprint,
+        pendingSince,
+      );
+      if (completedAt !== undefined) updated.completedAt = completedAt;
+      if (response !== undefined) updated.response = response;
       this.write(updated);
-      return { ok: true, expiresAt: updated.expiresAt };
+      return { ok: true, expiresAt };
     }
     return refusal(claimToken, record && readRecord(record));
   }
@@ -221,8 +228,43 @@ export const COMPACT_AFTER = 1024;
 /** A record as kept: its response as JSON text. */
 type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
 
+/** What a kept record and a record handed out have in common. */
+type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes'>;
+
+/**
+ * A record written out field by field, the optional ones set only when present: in V8, adding fields to an object made
+ * by a spread (`{ ...record, status }`) is a slow path, about 2 µs each time, more than the rest of a write.
+ */
+function storedRecord(
+  key: string,
+  partition: string | undefined,
+  status: IdempotencyStatus,
+  expiresAt: number,
+  claimToken: string,
+  fingerprint: string,
+  pendingSince: number,
+): RecordFields {
+  const record: RecordFields = { key, status, expiresAt, claimToken, fingerprint, pendingSince };
+  if (partition !== undefined) record.partition = partition;
+  return record;
+}
+
 /** A copy of a kept record, its response parsed (the other fields are primitives). */
-function readRecord({ response, ...record }: StoredRecord): IdempotencyRecord {
-  if (response === undefined) return { ...record };
-  return { ...record, response: JSON.parse(response), responseBytes: Buffer.byteLength(response) };
+function readRecord(stored: StoredRecord): IdempotencyRecord {
+  const { key, partition, status, expiresAt, claimToken, fingerprint, pendingSince, completedAt, response } = stored;
+  const record: IdempotencyRecord = storedRecord(
+    key,
+    partition,
+    status,
+    expiresAt,
+    claimToken,
+    fingerprint,
+    pendingSince,
+  );
+  if (completedAt !== undefined) record.completedAt = completedAt;
+  if (response !== undefined) {
+    record.response = JSON.parse(response) as StoredResponse;
+    record.responseBytes = Buffer.byteLength(response);
+  }
+  return record;
 }
