@@ -63,11 +63,17 @@ function canonical(value: unknown, depth: number): string | undefined {
   const keys = Object.keys(json);
   if (keys.length === 0) return '{}';
   out = '';
-  for (const key of keys.length === 1 ? keys : keys.sort()) {
+  for (const key of inOrder(keys) ? keys : keys.sort()) {
     const member = canonical((json as Record<string, unknown>)[key], depth + 1);
     if (member !== undefined) out += `${out ? ',' : ''}${JSON.stringify(key)}:${member}`;
   }
   return `{${out}}`;
+}
+
+/** Keys already sorted (a client that sends them in order, a single key) need no sort, which allocates. */
+function inOrder(keys: string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1] > keys[i]) return false;
+  return true;
 }
 
 function toJsonValue(value: unknown): unknown {

@@ -2,6 +2,8 @@ import { MAX_KEY_LENGTH } from '../idempotency.constants';
 import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 const CONTROL_CHARACTERS = /\p{Cc}/u;
+/** A key sent bare in printable ASCII, without quotes or commas, as nearly all are: nothing to decode, trim or refuse. */
+const BARE_KEY = new RegExp(`^[!#-+\\--~]{1,${MAX_KEY_LENGTH}}$`);
 
 /**
  * Reads an `Idempotency-Key` header value; undefined when absent. The IETF draft writes the key as a
@@ -13,6 +15,7 @@ const CONTROL_CHARACTERS = /\p{Cc}/u;
 export function parseKeyHeader(value: string | string[] | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (Array.isArray(value)) throw new IdempotencyKeyInvalidError('the header was sent more than once');
+  if (BARE_KEY.test(value)) return value;
   const trimmed = asUtf8(value).replace(/^[ \t]+|[ \t]+$/g, '');
   const quoted = /^"(.*)"$/s.exec(trimmed);
   const key = quoted ? quoted[1] : trimmed;

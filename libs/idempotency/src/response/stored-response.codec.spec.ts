@@ -1,10 +1,12 @@
 import { Readable } from 'node:stream';
 import { StreamableFile } from '@nestjs/common';
+import fc from 'fast-check';
 import {
   bufferedFile,
   decodeStoredResponse,
   encodeStoredResponse,
   replayedBody,
+  storableBody,
   storedResult,
 } from './stored-response.codec';
 
@@ -89,5 +91,65 @@ describe('stored response codec', () => {
     expect(Object.getPrototypeOf(replayed)).toBe(Object.prototype);
     expect((replayed as { admin?: boolean }).admin).toBeUndefined();
     expect(JSON.stringify(replayed)).toBe('{"__proto__":{"admin":true},"list":[{"__proto__":1}]}');
+  });
+
+  describe('a body as stored is what JSON.stringify sends', () => {
+    /** What the client receives: the JSON text, parsed; or no body when it cannot be serialized. */
+    const asSent = (value: unknown) => {
+      try {
+        return { body: JSON.parse(JSON.stringify(value) ?? 'null') as unknown };
+      } catch {
+        return { bodyOmitted: true };
+      }
+    };
+    class Order {
+      constructor(readonly id = '1') {}
+      get total() {
+        return 2;
+      }
+    }
+    const deep: Record<string, unknown> = {};
+    let level = deep;
+    for (let i = 0; i < 80; i++) level = (level.next = {}) as Record<string, unknown>;
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+
+    it.each([
+      ['plain data', { ok: true, lines: [1, 'two', null, { nested: [false] }] }],
+      ['-0, NaN and Infinity', { zero: -0, list: [-0, NaN, Infinity], top: -Infinity }],
+      ['undefined members and holes', { gone: undefined, list: [undefined, , 3] }], // eslint-disable-line no-sparse-arrays
+      ['a Date and a toJSON', { at: new Date(0), custom: { toJSON: () => 'custom' } }],
+      ['a class instance', { order: new Order() }],
+      ['a null-prototype object', Object.assign(Object.create(null), { a: 1 })],
+      ['an own __proto__ key', JSON.parse('{"__proto__": {"admin": true}}')],
+      ['nesting deeper than the fast path goes', deep],
+      ['a BigInt', { big: BigInt(1) }],
+      ['a cycle', cycle],
+    ])('%s', (_name, value) => {
+      expect(storableBody(value)).toStrictEqual(asSent(value));
+    });
+
+    it('for any value', () => {
+      const values = fc.anything({
+        withNullPrototype: true,
+        withBoxedValues: true,
+        withDate: true,
+        withSparseArray: true,
+        withMap: true,
+        withSet: true,
+        withBigInt: true,
+      });
+      fc.assert(
+        fc.property(
+          values.filter((value) => value !== undefined),
+          (value) => {
+            const stored = storableBody(value);
+            expect(stored).toStrictEqual(asSent(value));
+            expect(JSON.stringify(stored)).toBe(JSON.stringify(asSent(value)));
+          },
+        ),
+        { numRuns: 2000 },
+      );
+    });
   });
 });

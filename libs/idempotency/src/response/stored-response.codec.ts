@@ -28,10 +28,45 @@ export function storableBody(value: unknown): StoredBody {
   if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return { bodyOmitted: true };
   if (value === undefined) return {};
   try {
-    return { body: JSON.parse(JSON.stringify(value) ?? 'null') };
+    const copy = plainCopy(value, 0);
+    return { body: copy !== NOT_PLAIN ? copy : JSON.parse(JSON.stringify(value) ?? 'null') };
   } catch {
     return { bodyOmitted: true };
   }
+}
+
+/** What `plainCopy` answers for a value that only `JSON.stringify` can say how to send. */
+const NOT_PLAIN = Symbol('not plain JSON');
+const PLAIN_DEPTH = 64;
+
+/**
+ * A copy of a value that is plain JSON data already (plain objects and arrays of strings, numbers, booleans and null,
+ * as a parsed body is), equal to what `JSON.parse(JSON.stringify(value))` gives and several times faster; `NOT_PLAIN`
+ * for anything else (a class instance, a Date, `toJSON`, `undefined`, a hole, an own `__proto__` key, deep nesting).
+ */
+function plainCopy(value: unknown, depth: number): unknown {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
+  if (typeof value === 'number') return Number.isFinite(value) ? value + 0 : null; // -0 is sent as 0, NaN as null
+  if (typeof value !== 'object' || depth > PLAIN_DEPTH) return NOT_PLAIN;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype === Array.prototype) {
+    const list = value as unknown[];
+    const copy = new Array<unknown>(list.length);
+    for (let i = 0; i < list.length; i++) {
+      const item = plainCopy(list[i], depth + 1);
+      if (item === NOT_PLAIN) return NOT_PLAIN;
+      copy[i] = item;
+    }
+    return copy;
+  }
+  if (prototype !== Object.prototype && prototype !== null) return NOT_PLAIN;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const item = plainCopy((value as Record<string, unknown>)[key], depth + 1);
+    if (item === NOT_PLAIN || key === '__proto__') return NOT_PLAIN;
+    copy[key] = item;
+  }
+  return copy;
 }
 
 /** The bytes of the `StreamableFile`s made by `bufferedFile`, so that they can be both sent and stored. */
