@@ -163,20 +163,18 @@ async function load(url, path, keys, duration = DURATION_SECONDS, connections = 
 }
 
 /**
- * An app's process-local stores filled to their limit before anything is measured on it: a long-running process's
+ * A route's process-local store filled to its limit before anything is measured on it: a long-running process's
  * store is full, and then every write evicts a record. A store still filling costs less per request than a full one
  * (in 30 s rounds without this, the in-memory ratios came out 0.1 higher than in 10 s rounds).
  */
-async function fill(url, paths) {
-  for (const path of paths) {
-    const keys = keyStream('fresh', `fill-${randomUUID().slice(0, 8)}`);
-    await autocannon({
-      url,
-      connections: CONNECTIONS,
-      amount: MEMORY_STORE_RECORDS,
-      requests: keyedRequests(path, keys),
-    });
-  }
+async function fill(url, path) {
+  const keys = keyStream('fresh', `fill-${randomUUID().slice(0, 8)}`);
+  await autocannon({
+    url,
+    connections: CONNECTIONS,
+    amount: MEMORY_STORE_RECORDS,
+    requests: keyedRequests(path, keys),
+  });
 }
 
 async function prime(url, path, prefix) {
@@ -299,8 +297,8 @@ async function measure(endpoint) {
     for (const path of new Set(scenarios.flatMap(([, , routes]) => routes))) {
       apps.set(path, await startApp(endpoint, env));
     }
-    await fill(apps.get(OURS).url, [OURS]);
-    await fill(apps.get('/bench/floor-memory').url, ['/bench/floor-memory']);
+    await fill(apps.get(OURS).url, OURS);
+    await fill(apps.get('/bench/floor-memory').url, '/bench/floor-memory');
     for (const [scenario, kind, routes] of scenarios) {
       const targets = routes.map((path) => ({ label: path, app: apps.get(path), path }));
       results.push(await interleaved(undefined, scenario, kind, targets));
@@ -326,8 +324,8 @@ async function measure(endpoint) {
     const env = { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' };
     const untracked = await startApp(endpoint, env);
     const tracked = await startApp(endpoint, { ...env, BENCH_TRACK_CALLS: '1' });
-    await fill(untracked.url, [OURS]);
-    await fill(tracked.url, [OURS]);
+    await fill(untracked.url, OURS);
+    await fill(tracked.url, OURS);
     results.push(
       await interleaved(untracked, TRACKING, 'fresh', [
         OURS,
