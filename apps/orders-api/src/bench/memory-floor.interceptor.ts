@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import {
   CallHandler,
   ConflictException,
@@ -37,6 +37,7 @@ export class MemoryFloorInterceptor implements NestInterceptor {
    */
   private order: string[] = [];
   private oldest = 0;
+  private claims = 0;
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const request = context.switchToHttp().getRequest<{ headers: Record<string, string>; body: unknown }>();
@@ -48,7 +49,7 @@ export class MemoryFloorInterceptor implements NestInterceptor {
       if (existing.response === undefined) throw new ConflictException('in progress');
       return of((JSON.parse(existing.response) as { body: unknown }).body);
     }
-    const claimToken = randomUUID();
+    const claimToken = `${++this.claims}`; // as cheap as a token can be: unique within this store
     this.records.set(key, { status: 'PENDING', fingerprint, claimToken });
     this.order.push(key);
     if (this.records.size > MAX_RECORDS) this.records.delete(this.order[this.oldest++]);

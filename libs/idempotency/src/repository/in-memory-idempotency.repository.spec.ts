@@ -123,6 +123,42 @@ describe('InMemoryIdempotencyRepository memory', () => {
     expect(longest).toBeLessThanOrEqual(2 * COMPACT_AFTER + 10 + 2);
   });
 
+  it('evicts the record a key has now, never one written before it: removed, claimed or put again after it failed', async () => {
+    const repository = new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 4 });
+    const failedOnce = async (key: string) => {
+      const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 60 });
+      if (!claim.claimed) throw new Error(`${key} not claimed`);
+      await repository.fail({ key, claimToken: claim.claimToken, ttlSeconds: 60 });
+    };
+    await completed(repository, 'removed');
+    const current = await repository.get({ key: 'removed' });
+    await repository.remove({ key: 'removed', claimToken: current!.claimToken, status: 'COMPLETED' });
+    await failedOnce('retried');
+    await failedOnce('put');
+    await completed(repository, 'first');
+    await completed(repository, 'removed'); // written again, after 'first'
+    await completed(repository, 'retried'); // claimed again over its FAILED record
+    await repository.putCompleted({ key: 'put', fingerprint: 'fp', response, ttlSeconds: 60 }); // put over its FAILED record
+    await completed(repository, 'last'); // past maxRecords: the oldest kept record ('first') goes
+    expect(await repository.get({ key: 'first' })).toBeUndefined();
+    for (const key of ['removed', 'retried', 'put', 'last'])
+      expect(await repository.get({ key })).toMatchObject({ status: 'COMPLETED' });
+    expect(repository.size).toBe(4);
+  });
+
+  it('hands every claim a token of its own, across stores of one process', async () => {
+    const stores = [new InMemoryIdempotencyRepository(), new InMemoryIdempotencyRepository()];
+    const tokens = new Set<string>();
+    for (let i = 0; i < 1000; i++) {
+      for (const store of stores) {
+        const claim = await store.claim({ key: `key-${i}`, fingerprint: 'fp', leaseSeconds: 30 });
+        if (!claim.claimed) throw new Error('not claimed');
+        tokens.add(claim.claimToken);
+      }
+    }
+    expect(tokens.size).toBe(2000);
+  });
+
   it('refuses a maxRecords that is not a positive whole number', () => {
     expect(() => new InMemoryIdempotencyRepository(new ManualClock(), { maxRecords: 0 })).toThrow(
       /maxRecords must be a positive whole number/,

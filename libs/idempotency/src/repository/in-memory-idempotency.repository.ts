@@ -26,6 +26,17 @@ export interface InMemoryRepositoryOptions {
   maxRecords?: number;
 }
 
+/**
+ * Claim tokens of this process's in-memory stores: a random prefix and a count. A token only has to differ from every
+ * other of its store (which no other process shares), and this needs no random bytes per claim.
+ */
+const CLAIM_TOKEN_PREFIX = `${randomUUID().slice(0, 8)}-`;
+let claimTokens = 0;
+
+function nextClaimToken(): string {
+  return CLAIM_TOKEN_PREFIX + (++claimTokens).toString(36);
+}
+
 /** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
 const EXPIRED_CHECKED_PER_WRITE = 2;
 
@@ -41,9 +52,9 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
   private readonly records = new Map<string, StoredRecord>();
   /**
-   * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A write is a new
-   * object, so an entry whose key was written again (or removed) is no longer the kept one: skipped, and dropped once
-   * it reaches the front. Not the map's own order: a `Map` iterated from its start walks every entry deleted from its
+   * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A key claimed
+   * again is a new object (only a PENDING record is updated in place), and the record it replaces (or a removed one)
+   * is marked `dropped`: its entry is skipped, and cut once it reaches the front. Not the map's own order: a `Map` iterated from its start walks every entry deleted from its
    * front since it last grew, and at `maxRecords` every write deletes one there.
    */
   private finished: StoredRecord[] = [];
@@ -79,14 +90,15 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { claimed: false, existing: readRecord(existing) };
     }
-    const claimToken = randomUUID();
-    this.write(storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now));
+    if (existing) existing.dropped = true;
+    const claimToken = nextClaimToken();
+    this.write(storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now), now);
     return { claimed: true, claimToken };
   }
 
   async complete({ key, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
     const now = this.clock.nowSeconds();
-    const result = this.transition(key, claimToken, 'COMPLETED', now + ttlSeconds, JSON.stringify(response), now);
+    const result = this.transition(key, claimToken, 'COMPLETED', now + ttlSeconds, now, JSON.stringify(response));
     if (result.ok && writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return result;
   }
@@ -98,7 +110,8 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { ok: false, reason: 'exists', current: readRecord(existing) };
     }
-    const claimToken = input.claimToken ?? randomUUID();
+    if (existing) existing.dropped = true;
+    const claimToken = input.claimToken ?? nextClaimToken();
     const record: StoredRecord = storedRecord(
       key,
       partition,
@@ -110,7 +123,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     );
     record.completedAt = now;
     record.response = JSON.stringify(response);
-    this.write(record);
+    this.write(record, now);
     if (writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return { ok: true, expiresAt: record.expiresAt };
   }
@@ -121,12 +134,12 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 
   async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, 'FAILED', now + ttlSeconds);
+    return this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now);
   }
 
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, 'PENDING', now + leaseSeconds);
+    return this.transition(key, claimToken, 'PENDING', now + leaseSeconds, now);
   }
 
   async get({ key }: GetInput): Promise<IdempotencyRecord | undefined> {
@@ -147,54 +160,60 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       return { removed: false, current: record && readRecord(record) };
     }
     this.records.delete(key);
+    record.dropped = true;
     return { removed: true };
   }
 
-  /** The owner's write of its PENDING record: a new record with this status and expiry (a completion: its response). */
+  /**
+   * The owner's write of its PENDING record, in place: this status and expiry (a completion: its response). A PENDING
+   * record is in no write-order list yet, so a finished one goes there once.
+   */
   private transition(
     key: string,
     claimToken: string,
     status: IdempotencyStatus,
     expiresAt: number,
+    now: number,
     response?: string,
-    completedAt?: number,
   ): TransitionResult {
     const record = this.records.get(key);
-    if (record?.status === 'PENDING' && record.claimToken === claimToken) {
-      const { partition, fingerprint, pendingSince } = record;
-      const updated: StoredRecord = storedRecord(
-        key,
-        partition,
-        status,
-        expiresAt,
-        claimToken,
-        fingerprint,
-        pendingSince,
-      );
-      if (completedAt !== undefined) updated.completedAt = completedAt;
-      if (response !== undefined) updated.response = response;
-      this.write(updated);
-      return { ok: true, expiresAt };
+    if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {
+      return refusal(claimToken, record && readRecord(record));
     }
-    return refusal(claimToken, record && readRecord(record));
+    record.status = status;
+    record.expiresAt = expiresAt;
+    if (status === 'COMPLETED') record.completedAt = now;
+    if (response !== undefined) record.response = response;
+    this.written(record, now);
+    return { ok: true, expiresAt };
   }
 
-  /** Stores a record as the newest, then evicts what has expired among the oldest, and the oldest finished past the limit. */
-  private write(record: StoredRecord): void {
+  /** Stores a new record, then evicts as every write does. */
+  private write(record: StoredRecord, now: number): void {
     this.records.set(record.key, record);
-    // A PENDING record is never evicted: its lease ends by its owner's write or a takeover.
+    this.written(record, now);
+  }
+
+  /**
+   * After a write: a finished record goes last in the write order; then what has expired among the oldest is evicted,
+   * and the oldest finished past the limit. A PENDING record is never evicted: its lease ends by its owner's write or a
+   * takeover.
+   */
+  private written(record: StoredRecord, now: number): void {
     if (record.status !== 'PENDING') this.finished.push(record);
-    const now = this.clock.nowSeconds();
-    for (let checked = 0; checked < EXPIRED_CHECKED_PER_WRITE; checked++) {
-      const oldest = this.oldestKept();
-      if (!oldest || oldest.expiresAt >= now) break;
-      this.records.delete(oldest.key);
+    let oldest = this.oldestKept();
+    for (let checked = 0; oldest && oldest.expiresAt < now && checked < EXPIRED_CHECKED_PER_WRITE; checked++) {
+      this.evict(oldest);
+      oldest = this.oldestKept();
     }
-    if (this.records.size > this.maxRecords) {
-      const oldest = this.oldestKept();
-      if (oldest) this.records.delete(oldest.key);
-    }
+    if (oldest && this.records.size > this.maxRecords) this.evict(oldest);
     this.compact();
+  }
+
+  /** Evicts the record `oldestKept()` found, and passes its entry. */
+  private evict(oldest: StoredRecord): void {
+    this.records.delete(oldest.key);
+    this.oldest++;
   }
 
   /**
@@ -204,7 +223,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
    */
   private compact(): void {
     if (this.finished.length - this.oldest > 2 * this.records.size + COMPACT_AFTER) {
-      this.finished = this.finished.slice(this.oldest).filter((record) => this.records.get(record.key) === record);
+      this.finished = this.finished.slice(this.oldest).filter((record) => !record.dropped);
       this.oldest = 0;
     } else if (this.oldest > COMPACT_AFTER && this.oldest * 2 > this.finished.length) {
       this.finished.splice(0, this.oldest);
@@ -216,7 +235,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   private oldestKept(): StoredRecord | undefined {
     for (; this.oldest < this.finished.length; this.oldest++) {
       const record = this.finished[this.oldest];
-      if (this.records.get(record.key) === record) return record;
+      if (!record.dropped) return record;
     }
     return undefined;
   }
@@ -225,8 +244,11 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 /** Entries no longer kept that the finished list may hold before it is cut down. */
 export const COMPACT_AFTER = 1024;
 
-/** A record as kept: its response as JSON text. */
-type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string };
+/**
+ * A record as kept: its response as JSON text. `dropped` once it is no longer its key's record (claimed again over
+ * it, or removed): its write-order entry is then skipped without a lookup.
+ */
+type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string; dropped?: true };
 
 /** What a kept record and a record handed out have in common. */
 type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes'>;
