@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { canonicalJson, fingerprintRequest } from './fingerprint';
 import { recordKey } from './record-key';
 import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
@@ -42,6 +43,40 @@ describe('canonicalJson', () => {
 
   it('accepts a body nested exactly 64 levels deep', () => {
     expect(canonicalJson(nested(64))).toBe(`${'['.repeat(64)}1${']'.repeat(64)}`);
+  });
+
+  /** Canonical JSON written out plainly, for JSON values: keys sorted as strings at every level (integer keys too). */
+  const reference = (value: unknown): string => {
+    if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+    if (value === null || typeof value !== 'object') return JSON.stringify(value);
+    const entries = Object.keys(value).sort();
+    return `{${entries.map((key) => `${JSON.stringify(key)}:${reference((value as Record<string, unknown>)[key])}`).join(',')}}`;
+  };
+
+  it('is the sorted form of any JSON value, keys in order or not, integer-like keys included', () => {
+    expect(canonicalJson({ '10': 1, '9': 2, b: 3, a: 4 })).toBe('{"10":1,"9":2,"a":4,"b":3}');
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalJson(value)).toBe(reference(value));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('writes a value taken as it is exactly as the full walk writes it (a left-out member forces the walk)', () => {
+    const outcome = (value: unknown) => {
+      try {
+        return canonicalJson(value);
+      } catch (error) {
+        return error;
+      }
+    };
+    fc.assert(
+      fc.property(fc.anything({ withNullPrototype: true, withSparseArray: true, withBoxedValues: true }), (value) => {
+        expect(outcome([value, null])).toEqual(outcome([value, undefined]));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
 

@@ -41,7 +41,33 @@ export function sha256(text: string): string {
  * Values become what `JSON.stringify` would send (toJSON, undefined dropped); Buffers hash by content.
  */
 export function canonicalJson(value: unknown, depth = 0): string {
-  return canonical(value, depth) ?? 'null';
+  return canonicalAsIs(value, depth) ? JSON.stringify(value) : (canonical(value, depth) ?? 'null');
+}
+
+/**
+ * Whether `JSON.stringify` already writes `value` in canonical form, in one native pass: strings, numbers, booleans and
+ * null, in arrays and plain objects whose keys are in order, within the depth limit. Anything else (a `toJSON`, a
+ * Buffer, a value left out, keys out of order) is walked by `canonical`, which may also refuse it.
+ */
+function canonicalAsIs(value: unknown, depth: number): boolean {
+  if (depth > MAX_DEPTH) return false;
+  if (typeof value !== 'object')
+    return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+  if (value === null) return true;
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype === Array.prototype) {
+    const array = value as unknown[];
+    if ((array as { toJSON?: unknown }).toJSON !== undefined) return false;
+    for (let i = 0; i < array.length; i++) if (!canonicalAsIs(array[i], depth + 1)) return false;
+    return true;
+  }
+  if (prototype !== Object.prototype && prototype !== null) return false;
+  const keys = Object.keys(value);
+  if (!inOrder(keys)) return false;
+  for (const key of keys) {
+    if (key === 'toJSON' || !canonicalAsIs((value as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
 }
 
 /** One pass over the value (each `toJSON` called once); undefined for what `JSON.stringify` leaves out. */
