@@ -15,34 +15,37 @@ export function runHandler(
   answer: ClientAnswer,
 ): Promise<unknown> {
   return new Promise<unknown>((resolve, reject) => {
+    const failed = (error: unknown) => {
+      answer.handlerSettled = true;
+      reject(error);
+    };
+    // The handler's result, once read (a file is read into memory first): the handler's work has settled then.
+    const succeeded = (value: unknown) => {
+      let result: unknown;
+      try {
+        result = adapter.readResult ? adapter.readResult(value) : value;
+      } catch (error) {
+        return failed(error);
+      }
+      if (!(result instanceof Promise)) {
+        answer.handlerSettled = true;
+        return resolve(result);
+      }
+      resolve(result.finally(() => (answer.handlerSettled = true)));
+    };
     let last: unknown;
     const settle = (outcome: Answer) => {
       const handler = handlerOutcome(call.context);
       if (handler && !handler.settled) {
         answer.sendEarly(outcome);
-        handler.result.then(resolve, reject);
-      } else if ('error' in outcome) reject(outcome.error);
-      else resolve(outcome.value);
+        handler.result.then(succeeded, failed);
+      } else if ('error' in outcome) failed(outcome.error);
+      else succeeded(outcome.value);
     };
     next.handle().subscribe({
       next: (value) => (last = value),
       error: (error) => settle({ error }),
       complete: () => settle({ value: last }),
     });
-  }).then(
-    (value) => settledWith(answer, adapter.readResult ? adapter.readResult(value) : value),
-    (error) => {
-      answer.handlerSettled = true;
-      throw error;
-    },
-  );
-}
-
-/** The handler's result, once read (a file is read into memory first): the handler's work has settled. */
-function settledWith(answer: ClientAnswer, result: unknown): unknown {
-  if (!(result instanceof Promise)) {
-    answer.handlerSettled = true;
-    return result;
-  }
-  return result.finally(() => (answer.handlerSettled = true));
+  });
 }

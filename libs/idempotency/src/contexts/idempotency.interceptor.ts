@@ -8,7 +8,7 @@ import { idempotentOptionsOf } from '../options/route-settings';
 import { IdempotencyService, ProtectedWork } from '../protocol/idempotency.service';
 import { StoredResponse } from '../repository/idempotency.record';
 import { CallDescriber } from './call-describer';
-import { ClientAnswer } from './client-answer';
+import { Answer, ClientAnswer } from './client-answer';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 import { GraphqlContextAdapter } from './graphql.context';
 import { runHandler } from './handler-run';
@@ -75,20 +75,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const answer = new ClientAnswer(client, () => adapter.responseState?.(call));
       const storeIf = call.route.storeIf ?? this.options.storeIf;
       const work = new InterceptedWork(call, adapter, next, answer, this.describer, storeIf);
-      this.service
-        .run(work)
-        .then(
-          (value) => answer.send({ value }),
-          (error) => answer.send({ error: error instanceof IdempotencyError ? adapter.problem(error, call) : error }),
-        )
-        .finally(() => {
-          if (work.owned && (answer.early || adapter.clientGone?.(call))) {
-            this.logger.warn({
-              msg: 'the client was answered before the handler finished (a timeout, or it went away); the handler’s own outcome is stored and replayed',
-              operation: adapter.operation(call),
-            });
-          }
-        });
+      const settled = (outcome: Answer) => {
+        answer.send(outcome);
+        if (work.owned && (answer.early || adapter.clientGone?.(call))) {
+          this.logger.warn({
+            msg: 'the client was answered before the handler finished (a timeout, or it went away); the handler’s own outcome is stored and replayed',
+            operation: adapter.operation(call),
+          });
+        }
+      };
+      this.service.run(work).then(
+        (value) => settled({ value }),
+        (error) => settled({ error: error instanceof IdempotencyError ? adapter.problem(error, call) : error }),
+      );
       return () => answer.abandon();
     });
   }

@@ -197,19 +197,22 @@ export class IdempotencyTelemetry {
   }
 
   /**
-   * Runs `work` in a span; errors mark the span and pass through unchanged. The span is not made the active
-   * context: nothing inside starts spans of its own, and activating one costs time on every request. Without a tracer
-   * provider the span records nothing, and `work` runs as it is.
+   * Runs a store call in a span named `name`, with the record key and the call's outcome (`dynamo.condition_result`,
+   * from `outcome`); errors mark the span and pass through unchanged. The span is not made the active context: nothing
+   * inside starts spans of its own, and activating one costs time on every request. Without a tracer provider the span
+   * records nothing, and the call's own promise is handed back as it is.
    */
-  span<T>(name: string, attributes: Attributes, work: (span: Span) => Promise<T>): Promise<T> {
-    const span = this.tracer.startSpan(name, { attributes });
-    return span.isRecording() ? recorded(span, work) : work(span);
+  storeSpan<T>(name: string, recordKey: string, call: () => Promise<T>, outcome: (result: T) => string): Promise<T> {
+    const span = this.tracer.startSpan(name, { attributes: { 'idempotency.key': recordKey } });
+    return span.isRecording() ? recorded(span, call, outcome) : call();
   }
 }
 
-async function recorded<T>(span: Span, work: (span: Span) => Promise<T>): Promise<T> {
+async function recorded<T>(span: Span, call: () => Promise<T>, outcome: (result: T) => string): Promise<T> {
   try {
-    return await work(span);
+    const result = await call();
+    span.setAttribute('dynamo.condition_result', outcome(result));
+    return result;
   } catch (error) {
     span.recordException(error as Error);
     span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).name });

@@ -188,8 +188,11 @@ export class IdempotencyService implements OnApplicationShutdown {
     for (let attempt = 1; ; attempt++) {
       const cached = this.cachedReplay(call, attempt === 1);
       if (cached) return cached;
-      const { claim, flight, local } = await this.flights.claim(call);
-      if (claim.claimed && !local) return { claimToken: claim.claimToken, flight };
+      const { flight, joined } = this.flights.take(call);
+      const claim = await flight.claim;
+      if (claim.claimed && !joined) return { claimToken: claim.claimToken, flight };
+      // Joined a claim this process won: the owner is here.
+      const local = joined && claim.claimed;
 
       let existing: IdempotencyRecord | undefined = claim.claimed
         ? localOwner(call, flight, claim.claimToken)
@@ -225,8 +228,9 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** A replay from the cache, when this process has seen the key COMPLETED (a different request is a mismatch). */
   private cachedReplay(call: ProtectedCall, counted: boolean): { replay: StoredResponse } | undefined {
+    if (!this.cache.enabled) return undefined;
     const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
-    if (counted && this.cache.enabled) this.telemetry.replayCacheLookup(cached !== undefined);
+    if (counted) this.telemetry.replayCacheLookup(cached !== undefined);
     if (!cached) return undefined;
     if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
     return { replay: cached.response };

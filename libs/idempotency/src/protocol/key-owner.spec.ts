@@ -33,10 +33,10 @@ describe('KeyOwner', () => {
       failedTtlSeconds: 300,
     });
     owner = new KeyOwner(repository, telemetry, recorder, { canCommitWith: async () => true, tracked: () => false });
-    const claimed = await new SingleFlight(repository, clock, telemetry).claim(call);
-    if (!claimed.claim.claimed) throw new Error('not claimed');
-    ({ flight } = claimed);
-    token = claimed.claim.claimToken;
+    ({ flight } = new SingleFlight(repository, clock, telemetry).take(call));
+    const claimed = await flight.claim;
+    if (!claimed.claimed) throw new Error('not claimed');
+    token = claimed.claimToken;
   });
 
   const work = <T>(

@@ -62,11 +62,11 @@ export class OptimisticRun {
     writes: CommitWrite[],
   ): Promise<StoredResponse | undefined> {
     const { repository, telemetry, sealer, cache, clock } = this.deps;
-    const put: PutCompletedResult = await telemetry.span(
+    const put: PutCompletedResult = await telemetry.storeSpan(
       'dedup.put_completed',
-      { 'idempotency.key': call.recordKey },
-      async (span) => {
-        const result = await retryThroughStoreFaults(() =>
+      call.recordKey,
+      () =>
+        retryThroughStoreFaults(() =>
           repository.putCompleted({
             claimToken,
             key: call.recordKey,
@@ -77,10 +77,8 @@ export class OptimisticRun {
             clockSkewSeconds: call.clockSkewSeconds,
             writes: writes.length > 0 ? writes : undefined,
           }),
-        );
-        span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
-        return result;
-      },
+        ),
+      putOutcome,
     );
     if (put.ok) {
       cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: put.expiresAt, response });
@@ -99,3 +97,6 @@ export class OptimisticRun {
     return winner;
   }
 }
+
+/** The span outcome of an optimistic put. */
+const putOutcome = (result: PutCompletedResult) => (result.ok ? 'won' : result.reason);

@@ -70,7 +70,7 @@ export class OutcomeRecorder {
   ): Promise<T> {
     let completion: CompleteResult;
     try {
-      completion = await this.complete(call, claimToken, stored, writes);
+      completion = this.noted(call, await this.complete(call, claimToken, stored, writes));
     } catch (error) {
       // Not committed as far as anyone knows. A release refused as already_completed means it did commit, unseen.
       const released = await this.release(call, claimToken);
@@ -105,7 +105,7 @@ export class OutcomeRecorder {
     }
     let completion: CompleteResult | undefined;
     try {
-      completion = await this.complete(call, claimToken, stored);
+      completion = this.noted(call, await this.complete(call, claimToken, stored));
     } catch (error) {
       // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
       this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
@@ -120,43 +120,49 @@ export class OutcomeRecorder {
     this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
   }
 
-  /**
-   * PENDING → COMPLETED. A refusal is never the caller's problem (it still gets its own result), but it is
-   * counted: the same claim completing twice is a benign race; another claim's COMPLETED record means the work
-   * ran for a key that was already done (the lease was shorter than the work).
-   */
+  /** PENDING → COMPLETED (with the writes, in one transaction), through store faults; `noted` reads the answer. */
   private complete(
     call: ProtectedCall,
     claimToken: string,
     response: StoredResponse,
     writes?: CommitWrite[],
   ): Promise<CompleteResult> {
-    return this.telemetry.span('dedup.complete', { 'idempotency.key': call.recordKey }, async (span) => {
-      const sealed = this.sealer ? this.sealer.seal(call.recordKey, response) : response;
-      const result = await retryThroughStoreFaults(() =>
-        this.repository.complete({
-          key: call.recordKey,
-          partition: call.partition,
-          claimToken,
-          response: sealed,
-          ttlSeconds: call.ttlSeconds,
-          writes,
-        }),
-      );
-      span.setAttribute('dynamo.condition_result', result.ok ? 'won' : result.reason);
-      if (result.ok || result.reason === 'commit_rejected') return result;
-      if (result.reason === 'already_completed') this.telemetry.completionRaced();
-      if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED')
-        this.telemetry.reexecutionDetected();
-      this.logger.warn({
-        msg: 'completion refused',
-        key: call.recordKey,
-        reason: result.reason,
-        current_status: result.current?.status,
-        pending_since: result.current?.pendingSince,
-      });
-      return result;
+    const sealed = this.sealer ? this.sealer.seal(call.recordKey, response) : response;
+    return this.telemetry.storeSpan(
+      'dedup.complete',
+      call.recordKey,
+      () =>
+        retryThroughStoreFaults(() =>
+          this.repository.complete({
+            key: call.recordKey,
+            partition: call.partition,
+            claimToken,
+            response: sealed,
+            ttlSeconds: call.ttlSeconds,
+            writes,
+          }),
+        ),
+      completionOutcome,
+    );
+  }
+
+  /**
+   * A completion's answer, counted. A refusal is never the caller's problem (it still gets its own result), but the
+   * same claim completing twice is a benign race, and another claim's COMPLETED record means the work ran for a key
+   * that was already done (the lease was shorter than the work).
+   */
+  private noted(call: ProtectedCall, result: CompleteResult): CompleteResult {
+    if (result.ok || result.reason === 'commit_rejected') return result;
+    if (result.reason === 'already_completed') this.telemetry.completionRaced();
+    if (result.reason === 'lease_lost' && result.current?.status === 'COMPLETED') this.telemetry.reexecutionDetected();
+    this.logger.warn({
+      msg: 'completion refused',
+      key: call.recordKey,
+      reason: result.reason,
+      current_status: result.current?.status,
+      pending_since: result.current?.pendingSince,
     });
+    return result;
   }
 
   /**
@@ -216,6 +222,9 @@ async function retried<T>(write: () => Promise<T>, error: unknown, deadline: num
     }
   }
 }
+
+/** The span outcome of a completion. */
+const completionOutcome = (result: CompleteResult) => (result.ok ? 'won' : result.reason);
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
 export function describeWrite(write: CommitWrite | undefined): string {

@@ -46,10 +46,17 @@ describe('SingleFlight', () => {
     flights = new SingleFlight(repository, clock, new IdempotencyTelemetry());
   });
 
+  /** A claim as the protocol reads it: the flight's answer, and whether it joined an owner in this process. */
+  const claim = async (protectedCall: ProtectedCall) => {
+    const { flight, joined } = flights.take(protectedCall);
+    const result = await flight.claim;
+    return { claim: result, flight, local: joined && result.claimed };
+  };
+
   it('sends one claim for concurrent requests with a key; the others join it as local', async () => {
     repository.hold();
-    const first = flights.claim(call('k'));
-    const second = flights.claim(call('k'));
+    const first = claim(call('k'));
+    const second = claim(call('k'));
     repository.release();
     const [won, joined] = await Promise.all([first, second]);
     expect(repository.claims).toBe(1);
@@ -59,8 +66,8 @@ describe('SingleFlight', () => {
   });
 
   it('keeps a won flight until its owner settles it; a later request for the key joins it without a claim', async () => {
-    const won = await flights.claim(call('k'));
-    const joined = await flights.claim(call('k'));
+    const won = await claim(call('k'));
+    const joined = await claim(call('k'));
     expect(repository.claims).toBe(1);
     expect(joined.local).toBe(true);
     let settled = false;
@@ -68,29 +75,43 @@ describe('SingleFlight', () => {
     flights.forget('k', won.flight);
     await Promise.resolve();
     expect(settled).toBe(true);
-    await flights.claim(call('k')); // the flight is over: this one asks the store (and loses to the PENDING record)
+    await claim(call('k')); // the flight is over: this one asks the store (and loses to the PENDING record)
     expect(repository.claims).toBe(2);
   });
 
   it('forgets a lost claim at once: the next request asks the store again', async () => {
     await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 }); // another process owns it
-    const lost = await flights.claim(call('k'));
+    const lost = await claim(call('k'));
     expect(lost).toMatchObject({ local: false, claim: { claimed: false } });
-    await flights.claim(call('k'));
+    await claim(call('k'));
     expect(repository.claims).toBe(3);
   });
 
   it('claims in the store again when the local owner’s lease has passed, and leaves the successor’s flight alone', async () => {
-    const first = await flights.claim(call('k'));
+    const first = await claim(call('k'));
     clock.advanceSeconds(20); // past the 10 s lease and its 2 s clock-skew margin
-    const second = await flights.claim(call('k'));
+    const second = await claim(call('k'));
     expect(second).toMatchObject({ local: false, claim: { claimed: true } });
     flights.forget('k', first.flight); // the first owner finishes late
-    expect((await flights.claim(call('k'))).local).toBe(true); // still the successor's flight
+    expect((await claim(call('k'))).local).toBe(true); // still the successor's flight
+  });
+
+  it('forgets a claim the store failed: joiners get the fault, the next request asks the store again', async () => {
+    repository.hold();
+    const fault = new Error('store unavailable');
+    const failing = jest.spyOn(InMemoryIdempotencyRepository.prototype, 'claim').mockRejectedValueOnce(fault);
+    const first = claim(call('k'));
+    const joined = claim(call('k'));
+    repository.release();
+    await expect(first).rejects.toBe(fault);
+    await expect(joined).rejects.toBe(fault);
+    expect(await claim(call('k'))).toMatchObject({ local: false, claim: { claimed: true } });
+    expect(repository.claims).toBe(2);
+    failing.mockRestore();
   });
 
   it('describes a local owner as a PENDING record with the flight’s lease', async () => {
-    const won = await flights.claim(call('k', 'the-fingerprint'));
+    const won = await claim(call('k', 'the-fingerprint'));
     const record = localOwner(call('k'), won.flight, 'token');
     expect(record).toEqual({
       key: 'k',

@@ -33,16 +33,19 @@ export class Flight {
   }
 }
 
-/** A claim as single-flight answers it. `local`: joined a claim another request of this process won. */
-export interface FlightClaim {
-  claim: ClaimResult;
+/** The flight a call's claim goes on. `joined`: a claim another request of this process sent first. */
+export interface FlightTaken {
   flight: Flight;
-  local: boolean;
+  joined: boolean;
 }
+
+/** The span outcome of a claim. */
+const claimOutcome = (result: ClaimResult) => (result.claimed ? 'won' : 'lost');
 
 /**
  * The claims in flight in this process, by record key (single-flight): the first request for a key sends the claim;
- * concurrent ones share its answer. A won claim lasts until its owner settles (`forget`).
+ * concurrent ones share its answer. A won claim lasts until its owner settles (`forget`); a lost or failed one ends
+ * as soon as it is answered.
  */
 export class SingleFlight {
   private readonly flights = new Map<string, Flight>();
@@ -53,38 +56,40 @@ export class SingleFlight {
     private readonly telemetry: IdempotencyTelemetry,
   ) {}
 
-  async claim(call: ProtectedCall): Promise<FlightClaim> {
+  /** The flight to await the claim on (`flight.claim`): a running one for this key, or one whose claim is sent now. */
+  take(call: ProtectedCall): FlightTaken {
     const joined = this.flights.get(call.recordKey);
     // A local owner whose lease has passed is no reason to wait: claim in DynamoDB like any other process would.
-    if (joined && joined.leaseEndsAt >= this.clock.nowSeconds()) {
-      const claim = await joined.claim;
-      return { claim, flight: joined, local: claim.claimed };
-    }
+    if (joined && joined.leaseEndsAt >= this.clock.nowSeconds()) return { flight: joined, joined: true };
 
     const now = this.clock.nowSeconds();
     const leaseSeconds = leaseSecondsAt(call, now);
-    const claim = this.telemetry.span('dedup.claim', { 'idempotency.key': call.recordKey }, async (span) => {
-      const result = await this.repository.claim({
-        key: call.recordKey,
-        partition: call.partition,
-        fingerprint: call.fingerprint,
-        leaseSeconds,
-        clockSkewSeconds: call.clockSkewSeconds,
-      });
-      span.setAttribute('dynamo.condition_result', result.claimed ? 'won' : 'lost');
-      return result;
-    });
+    const sent = this.telemetry.storeSpan(
+      'dedup.claim',
+      call.recordKey,
+      () =>
+        this.repository.claim({
+          key: call.recordKey,
+          partition: call.partition,
+          fingerprint: call.fingerprint,
+          leaseSeconds,
+          clockSkewSeconds: call.clockSkewSeconds,
+        }),
+      claimOutcome,
+    );
+    const claim = sent.then(
+      (result) => {
+        if (!result.claimed) this.forget(call.recordKey, flight);
+        return result;
+      },
+      (error: unknown) => {
+        this.forget(call.recordKey, flight);
+        throw error;
+      },
+    );
     const flight = new Flight(claim, call.fingerprint, now, now + leaseSeconds);
     this.flights.set(call.recordKey, flight);
-    let claimed = false;
-    try {
-      const result = await claim;
-      claimed = result.claimed;
-      return { claim: result, flight, local: false };
-    } finally {
-      // A lost or failed claim is over at once; a won one lasts until its owner settles.
-      if (!claimed) this.forget(call.recordKey, flight);
-    }
+    return { flight, joined: false };
   }
 
   /** Ends a flight: requests waiting on it look again. A successor's flight for the same key is left alone. */
