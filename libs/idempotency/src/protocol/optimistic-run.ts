@@ -12,7 +12,7 @@ import { StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, PutCompletedResult } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { completedResponse } from './completed-response';
-import { describeWrite, retryThroughStoreFaults } from './outcome-recorder';
+import { describeWrite, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
@@ -78,7 +78,7 @@ export class OptimisticRun {
             writes: writes.length > 0 ? writes : undefined,
           }),
         ),
-      putOutcome,
+      writeOutcome,
     );
     if (put.ok) {
       cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt: put.expiresAt, response });
@@ -97,6 +97,3 @@ export class OptimisticRun {
     return winner;
   }
 }
-
-/** The span outcome of an optimistic put. */
-const putOutcome = (result: PutCompletedResult) => (result.ok ? 'won' : result.reason);

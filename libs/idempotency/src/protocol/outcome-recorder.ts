@@ -142,7 +142,7 @@ export class OutcomeRecorder {
             writes,
           }),
         ),
-      completionOutcome,
+      writeOutcome,
     );
   }
 
@@ -223,8 +223,9 @@ async function retried<T>(write: () => Promise<T>, error: unknown, deadline: num
   }
 }
 
-/** The span outcome of a completion. */
-const completionOutcome = (result: CompleteResult) => (result.ok ? 'won' : result.reason);
+/** The span outcome of a conditional write of the record (a completion, an optimistic put). */
+export const writeOutcome = (result: { ok: true } | { ok: false; reason: string }) =>
+  result.ok ? 'won' : result.reason;
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
 export function describeWrite(write: CommitWrite | undefined): string {

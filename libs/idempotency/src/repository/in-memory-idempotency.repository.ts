@@ -54,8 +54,9 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   /**
    * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A key claimed
    * again is a new object (only a PENDING record is updated in place), and the record it replaces (or a removed one)
-   * is marked `dropped`: its entry is skipped, and cut once it reaches the front. Not the map's own order: a `Map` iterated from its start walks every entry deleted from its
-   * front since it last grew, and at `maxRecords` every write deletes one there.
+   * is marked `dropped`: its entry is skipped, and cut once it reaches the front. Not the map's own order: a `Map`
+   * iterated from its start walks every entry deleted from its front since it last grew, and at `maxRecords` every
+   * write deletes one there.
    */
   private finished: StoredRecord[] = [];
   private oldest = 0;
@@ -90,9 +91,9 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { claimed: false, existing: readRecord(existing) };
     }
-    if (existing) existing.dropped = true;
     const claimToken = nextClaimToken();
-    this.write(storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now), now);
+    const record = storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now);
+    this.write(record, existing, now);
     return { claimed: true, claimToken };
   }
 
@@ -110,7 +111,6 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
       return { ok: false, reason: 'exists', current: readRecord(existing) };
     }
-    if (existing) existing.dropped = true;
     const claimToken = input.claimToken ?? nextClaimToken();
     const record: StoredRecord = storedRecord(
       key,
@@ -123,7 +123,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     );
     record.completedAt = now;
     record.response = JSON.stringify(response);
-    this.write(record, now);
+    this.write(record, existing, now);
     if (writes?.length) this.commits.push({ key, writes: structuredClone([...writes]) });
     return { ok: true, expiresAt: record.expiresAt };
   }
@@ -188,8 +188,9 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return { ok: true, expiresAt };
   }
 
-  /** Stores a new record, then evicts as every write does. */
-  private write(record: StoredRecord, now: number): void {
+  /** Stores a new record in place of the key's `replaced` one (marked `dropped`), then evicts as every write does. */
+  private write(record: StoredRecord, replaced: StoredRecord | undefined, now: number): void {
+    if (replaced) replaced.dropped = true;
     this.records.set(record.key, record);
     this.written(record, now);
   }
