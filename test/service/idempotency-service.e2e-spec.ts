@@ -1,14 +1,18 @@
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
 import {
+  ClaimInput,
+  ClaimResult,
   IdempotencyClock,
   IdempotencyInFlightError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
   IdempotencyModule,
+  IdempotencyRecord,
   IdempotencyService,
   IdempotencyStoreThrottledError,
+  InMemoryIdempotencyRepository,
   withLambdaContext,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -190,5 +194,65 @@ describe('IdempotencyService.call', () => {
       expect(call.deadline).toBeGreaterThanOrEqual(Math.floor((now - 1000 + remainingMs) / 1000));
       expect(call.deadline).toBeLessThanOrEqual(Math.floor((now + remainingMs) / 1000));
     });
+  });
+});
+
+describe('IdempotencyService, a claim refused by a record that is claimable by the time it is read', () => {
+  /** Refuses the first `refusals` claims with a FAILED record: its owner released the key after the store's answer. */
+  class ReleasedMeanwhileRepository extends InMemoryIdempotencyRepository {
+    refusals = 0;
+    claims = 0;
+
+    override async claim(input: ClaimInput): Promise<ClaimResult> {
+      this.claims += 1;
+      if (this.refusals-- <= 0) return super.claim(input);
+      const now = Math.floor(Date.now() / 1000);
+      const existing: IdempotencyRecord = {
+        key: input.key,
+        status: 'FAILED',
+        expiresAt: now + 300,
+        claimToken: 'the-owner',
+        fingerprint: input.fingerprint,
+        pendingSince: now - 1,
+      };
+      return { claimed: false, existing };
+    }
+  }
+
+  async function serviceOn(repository: InMemoryIdempotencyRepository) {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
+    }).compile();
+    return { service: (await moduleRef.init()).get(IdempotencyService), close: () => moduleRef.close() };
+  }
+
+  it('claims again at once, even without a wait budget, and runs the function once', async () => {
+    const repository = new ReleasedMeanwhileRepository();
+    repository.refusals = 1;
+    const { service, close } = await serviceOn(repository);
+    try {
+      const fn = jest.fn(async () => 'done');
+      await expect(service.execute({ operation: 'test', key: 'released-once' }, fn)).resolves.toBe('done');
+      expect(repository.claims).toBe(2);
+      expect(fn).toHaveBeenCalledTimes(1);
+    } finally {
+      await close();
+    }
+  });
+
+  it('answers in flight once a claim again, past the wait budget, is refused too', async () => {
+    const repository = new ReleasedMeanwhileRepository();
+    repository.refusals = 2;
+    const { service, close } = await serviceOn(repository);
+    try {
+      const fn = jest.fn(async () => 'done');
+      await expect(service.execute({ operation: 'test', key: 'released-twice' }, fn)).rejects.toBeInstanceOf(
+        IdempotencyInFlightError,
+      );
+      expect(repository.claims).toBe(2);
+      expect(fn).not.toHaveBeenCalled();
+    } finally {
+      await close();
+    }
   });
 });

@@ -15,7 +15,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../opt
 import { validateCallSettings } from '../options/option-checks';
 import { callPolicy } from '../options/route-settings';
 import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
-import { IdempotencyRepository } from '../repository/idempotency.repository';
+import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
@@ -27,7 +27,7 @@ import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
-import { Flight, localOwner, SingleFlight } from './single-flight';
+import { Flight, FlightTaken, localOwner, SingleFlight } from './single-flight';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -178,22 +178,33 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /**
    * Owns the key or finds out why not. A COMPLETED record this process has seen answers from memory. Otherwise the
-   * key is claimed (once per process for concurrent requests). A lost claim is a duplicate: a different request →
-   * mismatch (checked first), a completed one → replay, one still running → in flight or, with `waitMs`, wait until
-   * it completes. If the owner failed or its lease ran out meanwhile, claim again.
+   * key is claimed (once per process for concurrent requests). A claim won, as nearly every new key's is, is handed
+   * over from the claim's own promise: no async frame of its own on every new key (see `runUnderClaim`).
    */
-  private async acquire(call: ProtectedCall): Promise<Acquired> {
+  private acquire(call: ProtectedCall): Acquired | Promise<Acquired> {
+    const cached = this.cachedReplay(call, true);
+    if (cached) return cached;
     const waitUntil = performance.now() + call.waitMs;
+    const taken = this.flights.take(call);
+    return taken.flight.claim.then((claim) => won(taken, claim) ?? this.contend(call, waitUntil, taken, claim));
+  }
+
+  /**
+   * A claim this request did not win: a duplicate. A different request → mismatch (checked first), a completed one →
+   * replay, one still running → in flight or, with `waitMs`, wait until it completes. If the owner failed or its
+   * lease ran out meanwhile, claim again.
+   */
+  private async contend(
+    call: ProtectedCall,
+    waitUntil: number,
+    taken: FlightTaken,
+    claim: ClaimResult,
+  ): Promise<Acquired> {
     let pollMs = FIRST_POLL_MS;
     for (let attempt = 1; ; attempt++) {
-      const cached = this.cachedReplay(call, attempt === 1);
-      if (cached) return cached;
-      const { flight, joined } = this.flights.take(call);
-      const claim = await flight.claim;
-      if (claim.claimed && !joined) return { claimToken: claim.claimToken, flight };
+      const { flight, joined } = taken;
       // Joined a claim this process won: the owner is here.
       const local = joined && claim.claimed;
-
       let existing: IdempotencyRecord | undefined = claim.claimed
         ? localOwner(call, flight, claim.claimToken)
         : claim.existing;
@@ -220,9 +231,14 @@ export class IdempotencyService implements OnApplicationShutdown {
         pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
         existing = await this.repository.get({ key: call.recordKey, partition: call.partition });
       }
-      if (local && performance.now() < waitUntil) continue;
-      // The owner failed, its lease ran out or its record vanished: claimable again, within the wait budget.
+      // The owner settled, failed, its lease ran out or its record vanished: claim again, within the wait budget.
       if (attempt > 1 && performance.now() >= waitUntil) throw new IdempotencyInFlightError(1);
+      const cached = this.cachedReplay(call, false);
+      if (cached) return cached;
+      taken = this.flights.take(call);
+      claim = await taken.flight.claim;
+      const owned = won(taken, claim);
+      if (owned) return owned;
     }
   }
 
@@ -235,6 +251,11 @@ export class IdempotencyService implements OnApplicationShutdown {
     if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
     return { replay: cached.response };
   }
+}
+
+/** The key, when this request's own claim won it (not one it joined). */
+function won({ flight, joined }: FlightTaken, claim: ClaimResult): Acquired | undefined {
+  return claim.claimed && !joined ? { claimToken: claim.claimToken, flight } : undefined;
 }
 
 /** Waits for `settled`, at most `ms`, without leaving a timer behind. */

@@ -24,15 +24,8 @@ export class KeyOwner {
   ) {}
 
   async run<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>, flight: Flight): Promise<T> {
-    const heartbeat = new LeaseHeartbeat(this.repository, this.telemetry, {
-      key: call.recordKey,
-      partition: call.partition,
-      claimToken,
-      leaseSeconds: call.leaseSeconds,
-      maxLeaseSeconds: call.maxLeaseSeconds,
-      deadline: call.deadline,
-      renewed: (expiresAt) => (flight.leaseEndsAt = expiresAt),
-    });
+    // Each renewal moves the flight's lease end: requests that join it know how long the owner holds the key.
+    const heartbeat = new LeaseHeartbeat(this.repository, this.telemetry, call, claimToken, flight);
     this.heartbeats.add(heartbeat);
     try {
       const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.environment);

@@ -62,13 +62,19 @@ describe('LeaseHeartbeat', () => {
     const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds });
     if (!claim.claimed) throw new Error('claim lost');
     const renewed: number[] = [];
-    const heartbeat = new LeaseHeartbeat(repository, telemetry, {
-      key,
-      claimToken: claim.claimToken,
-      leaseSeconds,
-      maxLeaseSeconds,
-      renewed: (expiresAt) => renewed.push(expiresAt),
-    });
+    // Where the heartbeat writes each new lease end (a flight in the module): every write is kept.
+    const lease = {
+      set leaseEndsAt(expiresAt: number) {
+        renewed.push(expiresAt);
+      },
+    } as { leaseEndsAt: number };
+    const heartbeat = new LeaseHeartbeat(
+      repository,
+      telemetry,
+      { recordKey: key, leaseSeconds, maxLeaseSeconds },
+      claim.claimToken,
+      lease,
+    );
     heartbeats.push(heartbeat);
     return { key, claimToken: claim.claimToken, heartbeat, renewed };
   }
@@ -92,14 +98,13 @@ describe('LeaseHeartbeat', () => {
     const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 2 });
     if (!claim.claimed) throw new Error('claim lost');
     const { claimToken } = claim;
-    const heartbeat = new LeaseHeartbeat(repository, telemetry, {
-      key,
+    const heartbeat = new LeaseHeartbeat(
+      repository,
+      telemetry,
+      { recordKey: key, leaseSeconds: 3, maxLeaseSeconds: 3600, deadline: 1_000_000_002 },
       claimToken,
-      leaseSeconds: 3,
-      maxLeaseSeconds: 3600,
-      deadline: 1_000_000_002,
-      renewed: () => undefined,
-    });
+      { leaseEndsAt: 0 },
+    );
     heartbeats.push(heartbeat);
     await advance(3000);
     expect(repository.renews).toEqual([{ key, claimToken, leaseSeconds: 1 }]); // at 1 s; at 2 s none

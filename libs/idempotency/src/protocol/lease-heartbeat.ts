@@ -1,22 +1,18 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
-import { leaseSecondsAt } from './protected-call';
+import { leaseSecondsAt, ProtectedCall } from './protected-call';
 import { renewals, Repeating } from './renewal-timer';
 
-export interface HeartbeatInput {
-  /** The record key (route and hashed key: safe to log). */
-  key: string;
-  /** Its partition in a sort-key layout. */
-  partition?: string;
-  claimToken: string;
-  leaseSeconds: number;
-  /** After this long the lease is no longer renewed. */
-  maxLeaseSeconds: number;
-  /** An AWS Lambda invocation's deadline (epoch seconds): no renewal reaches past it, none is sent after it. */
-  deadline?: number;
-  /** Told the new lease end (epoch seconds) after each renewal. */
-  renewed(expiresAt: number): void;
+/** What a heartbeat renews: the claimed record, its lease, how long to renew it, and an invocation's deadline. */
+export type LeasedCall = Pick<
+  ProtectedCall,
+  'recordKey' | 'partition' | 'leaseSeconds' | 'maxLeaseSeconds' | 'deadline'
+>;
+
+/** Where each new lease end (epoch seconds) is written after a renewal: the claim's `Flight`. */
+export interface LeaseEnd {
+  leaseEndsAt: number;
 }
 
 /**
@@ -24,11 +20,13 @@ export interface HeartbeatInput {
  * claim token). One renewal in flight at a time; one that fails on a store fault is tried again at the next tick.
  * A handler shorter than a third of the lease costs no renewal. A refused renewal means another caller took the key
  * over (this process was paused or partitioned past the lease): counted, logged once, and renewals end; the work
- * goes on and its completion is refused by the same token guard.
+ * goes on and its completion is refused by the same token guard. The heartbeat is itself its entry in the process's
+ * `RenewalTimer`: a claim costs one object for its renewals.
  */
-export class LeaseHeartbeat {
+export class LeaseHeartbeat implements Repeating {
   private static readonly logger = new Logger('Idempotency');
-  private readonly renewal: Repeating;
+  readonly intervalMs: number;
+  dueAt = 0;
   private readonly renewUntil: number;
   private renewing = false;
   private stopped = false;
@@ -36,16 +34,24 @@ export class LeaseHeartbeat {
   constructor(
     private readonly repository: IdempotencyRepository,
     private readonly telemetry: IdempotencyTelemetry,
-    private readonly input: HeartbeatInput,
+    private readonly call: LeasedCall,
+    private readonly claimToken: string,
+    private readonly lease: LeaseEnd,
   ) {
-    this.renewUntil = performance.now() + input.maxLeaseSeconds * 1000;
-    this.renewal = renewals.every((input.leaseSeconds * 1000) / 3, () => void this.tick());
+    this.intervalMs = (call.leaseSeconds * 1000) / 3;
+    this.renewUntil = performance.now() + call.maxLeaseSeconds * 1000;
+    renewals.add(this);
   }
 
   /** Ends the renewals: the outcome is written, or the process is shutting down (then it behaves as if crashed). */
   stop(): void {
     this.stopped = true;
-    renewals.cancel(this.renewal);
+    renewals.cancel(this);
+  }
+
+  /** The timer's tick. */
+  run(): void {
+    void this.tick();
   }
 
   private async tick(): Promise<void> {
@@ -53,21 +59,21 @@ export class LeaseHeartbeat {
     if (performance.now() >= this.renewUntil) {
       LeaseHeartbeat.logger.warn({
         msg: 'handler still running after maxLeaseSeconds: lease no longer renewed',
-        key: this.input.key,
+        key: this.call.recordKey,
       });
       this.stop();
       return;
     }
     // A tick that fires after the deadline (a frozen Lambda container, thawed) renews nothing: the lease was the
     // invocation's, and may belong to another caller by now.
-    const leaseSeconds = leaseSecondsAt(this.input, Math.floor(Date.now() / 1000));
+    const leaseSeconds = leaseSecondsAt(this.call, Math.floor(Date.now() / 1000));
     if (leaseSeconds === 0) return this.stop();
     this.renewing = true;
     try {
-      const { key, partition, claimToken } = this.input;
-      const result = await this.repository.renew({ key, partition, claimToken, leaseSeconds });
+      const { recordKey: key, partition } = this.call;
+      const result = await this.repository.renew({ key, partition, claimToken: this.claimToken, leaseSeconds });
       if (result.ok) {
-        if (!this.stopped) this.input.renewed(result.expiresAt);
+        if (!this.stopped) this.lease.leaseEndsAt = result.expiresAt;
         return;
       }
       this.stop();
@@ -82,7 +88,7 @@ export class LeaseHeartbeat {
     } catch (error) {
       LeaseHeartbeat.logger.warn({
         msg: 'lease renewal failed; retried at the next tick',
-        key: this.input.key,
+        key: this.call.recordKey,
         error: String(error),
       });
     } finally {

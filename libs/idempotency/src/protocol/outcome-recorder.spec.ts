@@ -13,6 +13,7 @@ import { ManualClock } from '../testing/manual-clock';
 import { describeWrite, OutcomeRecorder, retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall } from './protected-call';
 import { ReplayCache } from './replay-cache';
+import { ResponseSealer } from '../response/response-sealing';
 
 /** The in-memory store, with completions that can fail as a store fault a given number of times. */
 class FlakyRepository extends InMemoryIdempotencyRepository {
@@ -103,6 +104,30 @@ describe('OutcomeRecorder', () => {
     await recorder.settle(call, await claimed(), stored);
     expect(repository.completions).toBe(2);
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED' });
+  });
+
+  it('settles without a record when the response cannot even be sealed: logged as not stored, the call counted', async () => {
+    const sealer = {
+      seal: () => {
+        throw new Error('no key to seal with');
+      },
+    } as unknown as ResponseSealer;
+    recorder = new OutcomeRecorder({ repository, clock, telemetry, cache, sealer, failedTtlSeconds: 300 });
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const requests = jest.spyOn(telemetry, 'request');
+    try {
+      await expect(recorder.settle(call, await claimed(), stored)).resolves.toBeUndefined();
+      expect(errors).toHaveBeenCalledWith({
+        msg: 'completion not stored',
+        key: 'k',
+        error: 'Error: no key to seal with',
+      });
+    } finally {
+      errors.mockRestore();
+    }
+    expect(requests).toHaveBeenCalledWith('executed');
+    expect(repository.completions).toBe(0);
+    expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'PENDING' }); // unlocked when its lease ends
   });
 
   it('backs off between retries: 100 ms, then doubling (real time: the sleeps are not on the clock)', async () => {

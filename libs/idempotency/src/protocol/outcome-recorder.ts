@@ -95,29 +95,40 @@ export class OutcomeRecorder {
 
   /**
    * The end of a run without `commitWith` writes: a final outcome (`stored`) completes the record, any other releases
-   * the key. Either way the caller gets its own outcome: a completion that cannot be stored is logged.
+   * the key. Either way the caller gets its own outcome: a completion that cannot be stored is logged. A promise chain
+   * rather than an async function: it runs on every new key (see `runUnderClaim`).
    */
-  async settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
+  settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
     if (!stored) {
       this.telemetry.request('executed');
-      await this.release(call, claimToken);
-      return;
+      return this.release(call, claimToken).then(() => undefined);
     }
-    let completion: CompleteResult | undefined;
+    let completing: Promise<CompleteResult>;
     try {
-      completion = this.noted(call, await this.complete(call, claimToken, stored));
+      completing = this.complete(call, claimToken, stored);
     } catch (error) {
-      // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
-      this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+      completing = Promise.reject(error); // sealing threw
     }
-    if (completion?.ok) {
+    return completing.then(
+      (completion) => this.completed(call, stored, this.noted(call, completion)),
+      (error: unknown) => {
+        // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
+        this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
+        this.telemetry.request('executed');
+      },
+    );
+  }
+
+  /** A completion's answer: a stored response goes to the replay cache, and the call is counted. */
+  private completed(call: ProtectedCall, stored: StoredResponse, completion: CompleteResult): void {
+    if (completion.ok) {
       this.cache.set(call.recordKey, {
         fingerprint: call.fingerprint,
         expiresAt: completion.expiresAt,
         response: stored,
       });
     }
-    this.telemetry.request(completion?.ok === false && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+    this.telemetry.request(!completion.ok && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
   }
 
   /** PENDING → COMPLETED (with the writes, in one transaction), through store faults; `noted` reads the answer. */

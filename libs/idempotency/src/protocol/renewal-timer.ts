@@ -1,9 +1,9 @@
 /** Work repeated every `intervalMs` while it is in a `RenewalTimer`. */
 export interface Repeating {
   readonly intervalMs: number;
-  /** `performance.now()` when it runs next. */
+  /** `performance.now()` when it runs next (set when it is added). */
   dueAt: number;
-  readonly run: () => void;
+  run(): void;
 }
 
 /**
@@ -17,8 +17,13 @@ export class RenewalTimer {
   private armedFor = Infinity;
 
   every(intervalMs: number, run: () => void): Repeating {
+    return this.add({ intervalMs, dueAt: 0, run });
+  }
+
+  /** Runs `entry` every `entry.intervalMs` from now on, until it is cancelled. */
+  add<E extends Repeating>(entry: E): E {
     const now = performance.now();
-    const entry: Repeating = { intervalMs, dueAt: now + intervalMs, run };
+    entry.dueAt = now + entry.intervalMs;
     this.entries.add(entry);
     // An armed time already past has not fired: the loop is late, or the timer was lost (a test's fake clock).
     if (entry.dueAt < this.armedFor || this.armedFor < now) this.arm(entry.dueAt, now);

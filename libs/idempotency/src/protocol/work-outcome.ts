@@ -17,33 +17,56 @@ export interface OwnerEnvironment {
 /** What the work did: its result, or the error it threw. */
 export type WorkOutcome<T> = { result: T } | { error: unknown };
 
+/** A run's outcome, and the `commitWith` writes it collected (none when it threw). */
+export interface ClaimedRun<T> {
+  outcome: WorkOutcome<T>;
+  writes: CommitWrite[];
+}
+
 /**
  * Runs the work under a claim (`IdempotencyContext`) that collects its `commitWith` writes until it returns. The
- * writes of work that threw are dropped.
+ * writes of work that threw are dropped. Written as a promise chain, not an async function: this runs on every new
+ * key, and each await that suspends costs the process an allocation of some 400 bytes.
  */
-export async function runUnderClaim<T>(
+export function runUnderClaim<T>(
   call: ProtectedCall,
   claimToken: string,
   work: ProtectedWork<T>,
   environment: OwnerEnvironment,
-): Promise<{ outcome: WorkOutcome<T>; writes: CommitWrite[] }> {
+): Promise<ClaimedRun<T>> {
   const known = environment.canCommitWith();
-  const claim: RunningClaim = {
-    recordKey: call.recordKey,
-    claimToken,
-    // Known once the store has answered; a fault asking it means no (the work runs, without `commitWith`).
-    canCommitWith: typeof known === 'boolean' ? known : await known.catch(() => false),
-    writes: [],
-    open: true,
-  };
-  try {
-    const result = await runInClaim(claim, () => work.execute(boundContext(claim)), environment.tracked());
-    return { outcome: { result }, writes: claim.writes };
-  } catch (error) {
-    return { outcome: { error }, writes: [] };
-  } finally {
+  const tracked = environment.tracked();
+  if (typeof known === 'boolean') return runClaimed(call, claimToken, work, known, tracked);
+  // Known once the store has answered; a fault asking it means no (the work runs, without `commitWith`).
+  return known.then(
+    (canCommitWith) => runClaimed(call, claimToken, work, canCommitWith, tracked),
+    () => runClaimed(call, claimToken, work, false, tracked),
+  );
+}
+
+function runClaimed<T>(
+  call: ProtectedCall,
+  claimToken: string,
+  work: ProtectedWork<T>,
+  canCommitWith: boolean,
+  tracked: boolean,
+): Promise<ClaimedRun<T>> {
+  const claim: RunningClaim = { recordKey: call.recordKey, claimToken, canCommitWith, writes: [], open: true };
+  const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;
+    return { outcome, writes };
+  };
+  let running: Promise<T>;
+  try {
+    // The same promise when it is one (nearly always): anything else, as `await` would take it.
+    running = Promise.resolve(runInClaim(claim, () => work.execute(boundContext(claim)), tracked));
+  } catch (error) {
+    return Promise.resolve(ended({ error }, []));
   }
+  return running.then(
+    (result) => ended({ result }, claim.writes),
+    (error: unknown) => ended({ error }, []),
+  );
 }
 
 /**
