@@ -44,6 +44,7 @@ export function runUnderClaim<T>(
   );
 }
 
+/** The run itself, once it is known whether the store commits `commitWith` writes. */
 function runClaimed<T>(
   call: ProtectedCall,
   claimToken: string,
