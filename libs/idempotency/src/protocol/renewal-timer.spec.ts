@@ -35,7 +35,7 @@ describe('RenewalTimer', () => {
     expect(runs.filter((run) => run === 'fast')).toHaveLength(6);
   });
 
-  it('runs nothing once cancelled, and leaves no timer when no entry is left', () => {
+  it('runs nothing once cancelled, and leaves no timer once the armed time has passed with no entry left', () => {
     const runs: string[] = [];
     const a = timer.every(1000, () => runs.push('a'));
     const b = timer.every(1000, () => runs.push('b'));
@@ -43,9 +43,33 @@ describe('RenewalTimer', () => {
     jest.advanceTimersByTime(1000);
     expect(runs).toEqual(['b']);
     timer.cancel(b);
+    jest.advanceTimersByTime(1000);
     expect(jest.getTimerCount()).toBe(0);
     jest.advanceTimersByTime(5000);
     expect(runs).toEqual(['b']);
+  });
+
+  it('arms again on a clock that reads earlier than when it armed (a new fake clock: the old timer is lost)', () => {
+    const runs: string[] = [];
+    jest.advanceTimersByTime(60_000);
+    timer.cancel(timer.every(1000, () => undefined)); // armed for 61 s on this clock, and left armed
+    jest.useFakeTimers(); // a clock of its own, from 0 again, without the old timer
+    timer.every(100_000, () => runs.push('a')); // due after the old armed time: only a new timer runs it
+    jest.advanceTimersByTime(100_000);
+    expect(runs).toEqual(['a']);
+  });
+
+  it('sets no timer per claim when each ends before the next begins (one request at a time)', () => {
+    const timeouts = jest.spyOn(global, 'setTimeout');
+    try {
+      for (let claim = 0; claim < 100; claim++) timer.cancel(timer.every(1000, () => undefined));
+      expect(timeouts).toHaveBeenCalledTimes(1);
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(1000);
+      expect(jest.getTimerCount()).toBe(0); // fired with nothing due: not armed again
+    } finally {
+      timeouts.mockRestore();
+    }
   });
 
   it('lets an entry cancel itself or add another while it runs', () => {
