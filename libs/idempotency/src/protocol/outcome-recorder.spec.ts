@@ -146,10 +146,11 @@ describe('OutcomeRecorder', () => {
     const write = jest.fn(async () => {
       throw new IdempotencyStoreUnavailableError('complete', 'ECONNRESET');
     });
-    // The times the loop reads: the start (a budget to 10 s), then one look after each fault. The pause after the
-    // third ends at 10 s exactly, within the budget; the one after the fourth (800 ms from 10 s) would not.
-    const times = [0, 5_000, 9_000, 9_600, 10_000, 30_000];
-    const now = jest.spyOn(performance, 'now').mockImplementation(() => times.shift() ?? 60_000);
+    // The time by faults so far: the start (a budget to 10 s), then after each fault. The pause after the third ends
+    // at 10 s exactly, within the budget; the one after the fourth (800 ms from 10 s) would not. Keyed by the writes
+    // made, not by reads, so that a read by anything else in the process cannot shift the times.
+    const times = [0, 5_000, 9_000, 9_600, 10_000];
+    const now = jest.spyOn(performance, 'now').mockImplementation(() => times[write.mock.calls.length] ?? 60_000);
     try {
       await expect(retryThroughStoreFaults(write)).rejects.toThrow(IdempotencyStoreUnavailableError);
     } finally {
