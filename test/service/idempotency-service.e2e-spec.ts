@@ -219,40 +219,27 @@ describe('IdempotencyService, a claim refused by a record that is claimable by t
     }
   }
 
-  async function serviceOn(repository: InMemoryIdempotencyRepository) {
-    const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ repository, replayCache: { enabled: false } })],
-    }).compile();
-    return { service: (await moduleRef.init()).get(IdempotencyService), close: () => moduleRef.close() };
-  }
-
   it('claims again at once, even without a wait budget, and runs the function once', async () => {
     const repository = new ReleasedMeanwhileRepository();
     repository.refusals = 1;
-    const { service, close } = await serviceOn(repository);
-    try {
-      const fn = jest.fn(async () => 'done');
+    const fn = jest.fn(async () => 'done');
+    await withInMemoryService(async (service) => {
       await expect(service.execute({ operation: 'test', key: 'released-once' }, fn)).resolves.toBe('done');
-      expect(repository.claims).toBe(2);
-      expect(fn).toHaveBeenCalledTimes(1);
-    } finally {
-      await close();
-    }
+    }, repository);
+    expect(repository.claims).toBe(2);
+    expect(fn).toHaveBeenCalledTimes(1);
   });
 
   it('answers in flight once a claim again, past the wait budget, is refused too', async () => {
     const repository = new ReleasedMeanwhileRepository();
     repository.refusals = 2;
-    const { service, close } = await serviceOn(repository);
-    try {
-      const fn = jest.fn(async () => 'done');
+    const fn = jest.fn(async () => 'done');
+    await withInMemoryService(async (service) => {
       await expect(service.execute({ operation: 'test', key: 'released-twice' }, fn)).rejects.toBeInstanceOf(
         IdempotencyInFlightError,
       );
-      expect(repository.claims).toBe(2);
-      expect(fn).not.toHaveBeenCalled();
-    } finally {
-      await close();
-    }
+    }, repository);
+    expect(repository.claims).toBe(2);
+    expect(fn).not.toHaveBeenCalled();
   });
 });
