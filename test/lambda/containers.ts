@@ -23,9 +23,13 @@ export class LambdaContainer {
     });
   }
 
-  static async start(env: Record<string, string>): Promise<LambdaContainer> {
+  /** A container running `script` (the demo's handler by default), configured by `env`. */
+  static async start(
+    env: Record<string, string>,
+    script = join(__dirname, 'container.script.ts'),
+  ): Promise<LambdaContainer> {
     const root = join(__dirname, '..', '..');
-    const child = fork(join(root, 'test/support/run-ts.cjs'), [join(__dirname, 'container.script.ts')], {
+    const child = fork(join(root, 'test/support/run-ts.cjs'), [script], {
       cwd: root,
       env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true', NODE_NO_WARNINGS: '1', NO_COLOR: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
@@ -37,8 +41,12 @@ export class LambdaContainer {
     return new LambdaContainer(child);
   }
 
-  /** Invokes the function with `remainingMs` to run; past it, the invocation times out and the container is frozen. */
-  async invoke(event: unknown, remainingMs = 30_000): Promise<Invocation> {
+  /**
+   * Invokes the function with `remainingMs` to run; past it, the invocation times out and the container is frozen.
+   * `freezeOnReply`: frozen as soon as the function's promise resolves too, as Lambda freezes a container between
+   * invocations (nothing the handler left running goes on until the next invocation thaws it).
+   */
+  async invoke(event: unknown, remainingMs = 30_000, { freezeOnReply = false } = {}): Promise<Invocation> {
     const id = ++this.invocations;
     const deadlineMs = Date.now() + remainingMs;
     const reply = new Promise<{ result?: LambdaHttpResponse; error?: string }>((resolve) =>
@@ -49,10 +57,8 @@ export class LambdaContainer {
     const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), remainingMs)));
     const outcome = await Promise.race([reply, timeout]);
     clearTimeout(timer);
-    if (outcome === 'timeout') {
-      this.freeze();
-      return { timedOut: true };
-    }
+    if (outcome === 'timeout' || freezeOnReply) this.freeze();
+    if (outcome === 'timeout') return { timedOut: true };
     if (outcome.error) throw new Error(`the function failed: ${outcome.error}`);
     return { timedOut: false, response: outcome.result! };
   }

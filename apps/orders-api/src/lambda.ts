@@ -21,7 +21,11 @@ export type LambdaHttpHandler = (event: unknown, context: Context) => Promise<un
 export function lambdaHandler(config: OrdersApiConfig): LambdaHttpHandler & { close(): Promise<void> } {
   let container: Promise<Container> | undefined;
   const handler = withLambdaContext(async (event: unknown, context: Context) => {
-    container ??= createContainer(config);
+    // A failed bootstrap (a table not created yet, say) is dropped, so the next invocation tries again.
+    container ??= createContainer(config).catch((error: unknown) => {
+      container = undefined;
+      throw error;
+    });
     return (await container).proxy(event, context);
   });
   // Lambda never closes a container; tests and local runs do.

@@ -3,25 +3,20 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import {
   IdempotencyError,
   IdempotencyInFlightError,
-  IdempotencyKeyMissingError,
   IdempotencyMismatchError,
 } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
-import { fingerprintValue } from '../keys/fingerprint';
-import { recordKey, scopePartition } from '../keys/record-key';
-import { validateKey } from '../keys/idempotency-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
-import { validateCallSettings } from '../options/option-checks';
 import { callPolicy } from '../options/route-settings';
 import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
-import { replayedBody, storedResult } from '../response/stored-response.codec';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { completedResponse } from './completed-response';
 import { IdempotencyContext } from './idempotency-context';
-import { invocationDeadlineSeconds } from './invocation-deadline';
+import { functionWork } from './function-work';
+import { heldByInvocation, invocationDeadlineSeconds } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
@@ -100,29 +95,9 @@ export class IdempotencyService implements OnApplicationShutdown {
    * `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError` instead of running `fn` again.
    */
   async execute<T>(options: ExecuteOptions, fn: (context: IdempotencyContext) => T | Promise<T>): Promise<T> {
-    const { operation } = options;
-    if (typeof operation !== 'string' || operation.length === 0) {
-      throw new TypeError(
-        "IdempotencyService.execute needs an operation name (e.g. { operation: 'charge-card', key }).",
-      );
-    }
-    validateCallSettings(options, `IdempotencyService.execute(${operation})`, this.options.clockSkewSeconds);
-    return this.run<T>({
-      describe: () => {
-        const key = validateKey(options.key);
-        if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-        const { keyPrefix, sortKey } = this.options.layout;
-        const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, options.scope)) : undefined;
-        return this.call(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), {
-          ...options,
-          partition,
-        });
-      },
-      // An owned run always hands its function a context bound to the claim.
-      execute: async (context) => fn(context!),
-      capture: storedResult,
-      replay: (stored) => replayedBody(stored) as T,
-    });
+    return this.run<T>(
+      functionWork(options, fn, this.options, (key, fingerprint, settings) => this.call(key, fingerprint, settings)),
+    );
   }
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
@@ -150,8 +125,15 @@ export class IdempotencyService implements OnApplicationShutdown {
     this.owner.stopRenewing();
   }
 
-  /** The protocol. Every outcome is counted in `idempotency_requests_total`. */
-  async run<T>(work: ProtectedWork<T>): Promise<T> {
+  /**
+   * The protocol. Every outcome is counted in `idempotency_requests_total`. Inside a Lambda invocation
+   * (`withLambdaContext`), the invocation does not end before the call has settled.
+   */
+  run<T>(work: ProtectedWork<T>): Promise<T> {
+    return heldByInvocation(this.protect(work));
+  }
+
+  private async protect<T>(work: ProtectedWork<T>): Promise<T> {
     try {
       const described = work.describe();
       const call = described instanceof Promise ? await described : described;

@@ -1,0 +1,49 @@
+import { IdempotencyKeyMissingError } from '../errors/idempotency.errors';
+import { fingerprintValue } from '../keys/fingerprint';
+import { validateKey } from '../keys/idempotency-key';
+import { recordKey, scopePartition } from '../keys/record-key';
+import { validateCallSettings } from '../options/option-checks';
+import { ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { replayedBody, storedResult } from '../response/stored-response.codec';
+import { IdempotencyContext } from './idempotency-context';
+import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
+
+/** Fills a call's settings from the module's options (`IdempotencyService.call`). */
+export type CallFiller = (
+  recordKey: string,
+  fingerprint: string,
+  settings: CallSettings & { partition?: string },
+) => ProtectedCall;
+
+/**
+ * `IdempotencyService.execute()`'s work: a plain function, keyed by `fn <operation>`, the caller's key and scope, its
+ * result stored as the JSON it would be sent as. The options are checked before anything is claimed.
+ */
+export function functionWork<T>(
+  options: ExecuteOptions,
+  fn: (context: IdempotencyContext) => T | Promise<T>,
+  module: Pick<ResolvedIdempotencyOptions, 'clockSkewSeconds' | 'layout'>,
+  fill: CallFiller,
+): ProtectedWork<T> {
+  const { operation } = options;
+  if (typeof operation !== 'string' || operation.length === 0) {
+    throw new TypeError("IdempotencyService.execute needs an operation name (e.g. { operation: 'charge-card', key }).");
+  }
+  validateCallSettings(options, `IdempotencyService.execute(${operation})`, module.clockSkewSeconds);
+  return {
+    describe: () => {
+      const key = validateKey(options.key);
+      if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
+      const { keyPrefix, sortKey } = module.layout;
+      const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, options.scope)) : undefined;
+      return fill(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), {
+        ...options,
+        partition,
+      });
+    },
+    // An owned run always hands its function a context bound to the claim.
+    execute: async (context) => fn(context!),
+    capture: storedResult,
+    replay: (stored) => replayedBody(stored) as T,
+  };
+}
