@@ -1,4 +1,4 @@
-import { ProblemType } from 'nestjs-dynamodb-idempotency';
+import { IdempotencyAdmin, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { post, startApp, TestApp } from '../support/app';
 import { countCalls } from '../support/call-counter';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
@@ -13,10 +13,10 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
   });
   afterAll(() => dynamo.stop());
 
-  async function app(replayCache?: { enabled?: boolean; maxEntries?: number }) {
+  async function app(replayCache?: { enabled?: boolean; maxEntries?: number }, table?: string) {
     const client = localClient(dynamo.endpoint);
-    const tableName = uniqueTableName();
-    await createIdempotencyTable(client, tableName);
+    const tableName = table ?? uniqueTableName();
+    if (!table) await createIdempotencyTable(client, tableName);
     const calls = countCalls(client);
     const test = await startApp('express', paymentsModule(client, tableName, { replayCache }));
     return { test, calls };
@@ -145,6 +145,59 @@ describe('DynamoDB calls per request, the replay cache and single-flight', () =>
       expect(calls.counts).toEqual({ PutItem: 1, UpdateItem: 1 });
     } finally {
       await test.close();
+    }
+  });
+
+  it('a purge takes effect at once in the process whose admin made it, and in every other once replayCache.maxAgeSeconds has passed', async () => {
+    const tableName = uniqueTableName();
+    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
+    // Two processes of one fleet, each with the default replay cache (10 s), and a third one's admin (an ops endpoint).
+    const [a, b, ops] = await Promise.all([
+      app(undefined, tableName),
+      app(undefined, tableName),
+      app(undefined, tableName),
+    ]);
+    try {
+      const key = `purge-${++keys}`;
+      const x = await send(a.test, key);
+      expect((await send(b.test, key)).text).toBe(x.text); // b has it cached now
+      expect((await send(a.test, key)).text).toBe(x.text); // and a too
+      b.calls.reset();
+      expect((await send(b.test, key)).text).toBe(x.text);
+      expect(b.calls.total()).toBe(0); // from b's cache
+
+      // a's own admin purges the key: a forgets it at once, so its next request runs the handler and stores y.
+      const admin = a.test.get(IdempotencyAdmin);
+      const purged = await admin.purge({ route: 'POST /payments', key });
+      expect(purged).toMatchObject({ done: true });
+      expect(purged.note).toMatch(/replayCache\.maxAgeSeconds/);
+      const y = await send(a.test, key);
+      expect(y.headers.get('idempotent-replayed')).toBeNull();
+      expect(y.text).not.toBe(x.text);
+
+      // b trusts its cached x for at most 10 s after it read it; then it reads the store and answers y, as all do.
+      b.test.clock.advanceSeconds(9);
+      expect((await send(b.test, key)).text).toBe(x.text); // within the documented bound
+      b.test.clock.advanceSeconds(1);
+      b.calls.reset();
+      expect((await send(b.test, key)).text).toBe(y.text);
+      expect(b.calls.total()).toBeGreaterThan(0);
+      for (const test of [a.test, b.test, ops.test]) expect((await send(test, key)).text).toBe(y.text);
+      expect([a, b, ops].map(({ test }) => test.get(Runs).of('create'))).toEqual([2, 0, 0]);
+
+      // A purge from a third process (the CLI, another pod's ops endpoint): a and b answer y until their entries' age
+      // passes, then run the handler once (a) and replay its answer (b).
+      expect(await ops.test.get(IdempotencyAdmin).purge({ route: 'POST /payments', key })).toMatchObject({
+        done: true,
+      });
+      a.test.clock.advanceSeconds(10);
+      b.test.clock.advanceSeconds(10);
+      const z = await send(a.test, key);
+      expect(z.headers.get('idempotent-replayed')).toBeNull();
+      expect((await send(b.test, key)).text).toBe(z.text);
+      expect(a.test.get(Runs).of('create')).toBe(3);
+    } finally {
+      await Promise.all([a, b, ops].map(({ test }) => test.close()));
     }
   });
 });

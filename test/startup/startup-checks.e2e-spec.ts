@@ -203,6 +203,10 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
     ],
     [{ replayCache: { maxEntries: 0 } }, /replayCache\.maxEntries .* got 0/],
     [{ replayCache: { maxEntries: -10 } }, /replayCache\.maxEntries .* got -10/],
+    [
+      { replayCache: { maxAgeSeconds: 0 } },
+      /replayCache\.maxAgeSeconds must be a positive whole number of seconds, got 0/,
+    ],
     [{ reconcileIntervalSeconds: 0 }, /reconcileIntervalSeconds .* got 0/],
     [{ maxLeaseSeconds: -1 }, /maxLeaseSeconds .* got -1/],
     [{ retryAfterSeconds: 2.5 }, /retryAfterSeconds .* got 2\.5/],

@@ -10,6 +10,11 @@ export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
 export const DEFAULT_REPLAY_CACHE_ENTRIES = 1000;
+/**
+ * How long a cached COMPLETED record is trusted without reading DynamoDB: an operator's purge or forced release done
+ * elsewhere takes effect in this process within this bound.
+ */
+export const DEFAULT_REPLAY_CACHE_MAX_AGE_SECONDS = 10;
 /** On AWS Lambda: a container serves one request at a time and lives minutes, so a few entries do. */
 export const LAMBDA_REPLAY_CACHE_ENTRIES = 100;
 

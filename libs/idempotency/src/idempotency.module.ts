@@ -67,14 +67,21 @@ import { StoreReadiness } from './startup/store-readiness';
     },
     {
       provide: IdempotencyAdmin,
-      inject: [IdempotencyRepository, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyClock],
-      useFactory: (repository: IdempotencyRepository, resolved: ResolvedIdempotencyOptions, clock: IdempotencyClock) =>
+      inject: [IdempotencyRepository, RESOLVED_IDEMPOTENCY_OPTIONS, IdempotencyClock, IdempotencyService],
+      useFactory: (
+        repository: IdempotencyRepository,
+        resolved: ResolvedIdempotencyOptions,
+        clock: IdempotencyClock,
+        service: IdempotencyService,
+      ) =>
         new IdempotencyAdmin({
           repository,
           keyPrefix: resolved.layout.keyPrefix,
           sortKey: resolved.layout.sortKey !== undefined,
           clock,
           sealer: resolved.sealer,
+          // A removal takes effect in this process at once: its cached answer is forgotten.
+          onRemoved: ({ key }) => service.forget(key),
         }),
     },
     IdempotencyContext,

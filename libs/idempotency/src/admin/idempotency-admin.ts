@@ -55,7 +55,19 @@ export interface IdempotencyAdminOptions {
   clock?: IdempotencyClock;
   /** Opens sealed answers for `showBody`. */
   sealer?: ResponseSealer;
+  /**
+   * Told of every record removed (or found gone) by a release or purge: the module's own admin forgets its cached
+   * answer there, so the purge takes effect in this process at once.
+   */
+  onRemoved?: (location: RecordLocation) => void;
 }
+
+/**
+ * When a removal takes effect: at once in the store and in the process whose `IdempotencyAdmin` made it; a process
+ * that cached the answer replays it until its entry's `replayCache.maxAgeSeconds` (default 10 s) has passed.
+ */
+const TAKES_EFFECT =
+  'processes that cached the answer replay it for at most replayCache.maxAgeSeconds more (default 10 s)';
 
 /**
  * An operator's commands for one key, behind the CLI's `keys:*` and available to inject for an app's own ops
@@ -68,6 +80,7 @@ export class IdempotencyAdmin {
   private readonly sortKey: boolean;
   private readonly clock: IdempotencyClock;
   private readonly sealer?: ResponseSealer;
+  private readonly onRemoved?: (location: RecordLocation) => void;
 
   constructor({
     repository,
@@ -75,7 +88,9 @@ export class IdempotencyAdmin {
     sortKey = false,
     clock = new SystemClock(),
     sealer,
+    onRemoved,
   }: IdempotencyAdminOptions) {
+    this.onRemoved = onRemoved;
     this.repository = repository;
     this.keyPrefix = keyPrefix;
     this.sortKey = sortKey;
@@ -109,8 +124,9 @@ export class IdempotencyAdmin {
    * condition that its claim token is still the one just read. A running owner's completion is then refused.
    */
   async release(selector: KeySelector, { force = false }: { force?: boolean } = {}): Promise<AdminResult> {
-    const record = await this.repository.get(this.locate(selector));
-    if (!record) return { done: false, reason: 'not_found', note: 'no record for this key' };
+    const location = this.locate(selector);
+    const record = await this.repository.get(location);
+    if (!record) return this.notFound(location);
     if (record.status === 'COMPLETED' && !force) {
       const note = 'the key is COMPLETED: its answer is replayed. Use keys:purge to forget it, or --force';
       return { done: false, reason: 'completed', record: this.report(record), note };
@@ -118,19 +134,22 @@ export class IdempotencyAdmin {
     const note =
       record.status === 'PENDING'
         ? 'released: the next request runs the handler. If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer'
-        : 'released: the next request runs the handler';
+        : record.status === 'COMPLETED'
+          ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
+          : 'released: the next request runs the handler';
     return this.remove(record, note);
   }
 
   /** Removes a COMPLETED record: the next request with the key runs the handler again. */
   async purge(selector: KeySelector): Promise<AdminResult> {
-    const record = await this.repository.get(this.locate(selector));
-    if (!record) return { done: false, reason: 'not_found', note: 'no record for this key' };
+    const location = this.locate(selector);
+    const record = await this.repository.get(location);
+    if (!record) return this.notFound(location);
     if (record.status !== 'COMPLETED') {
       const note = `the key is ${record.status}, not COMPLETED: use keys:release`;
       return { done: false, reason: 'not_completed', record: this.report(record), note };
     }
-    return this.remove(record, 'purged: the next request with this key runs the handler again');
+    return this.remove(record, `purged: the next request with this key runs the handler again; ${TAKES_EFFECT}`);
   }
 
   /** The records (one scope's, with a sort-key layout), filtered by status and by age since their claim. */
@@ -161,14 +180,19 @@ export class IdempotencyAdmin {
     }
   }
 
+  /** No record: whatever this process cached of it is stale. */
+  private notFound(location: RecordLocation): AdminResult {
+    this.onRemoved?.(location);
+    return { done: false, reason: 'not_found', note: 'no record for this key' };
+  }
+
   private async remove(record: IdempotencyRecord, note: string): Promise<AdminResult> {
-    const removed = await this.repository.remove({
-      key: record.key,
-      partition: record.partition,
-      claimToken: record.claimToken,
-      status: record.status,
-    });
-    if (removed.removed) return { done: true, record: this.report(record), note };
+    const location: RecordLocation = { key: record.key, partition: record.partition };
+    const removed = await this.repository.remove({ ...location, claimToken: record.claimToken, status: record.status });
+    if (removed.removed) {
+      this.onRemoved?.(location);
+      return { done: true, record: this.report(record), note };
+    }
     const current = removed.current && this.report(removed.current);
     const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
     return { done: false, reason: 'changed', record: current, note: changed };

@@ -89,9 +89,11 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
   reconcileIntervalSeconds?: number;
   /**
    * An in-process LRU of COMPLETED records, so hot replays cost no DynamoDB call. On by default, 1000 entries
-   * (responses over 64 KB are not kept).
+   * (responses over 64 KB are not kept), each trusted for `maxAgeSeconds` (default 10) before the store is read again:
+   * the longest a purge or forced release done by another process (`keys:purge`) goes unseen here. Lower it for purges
+   * that take effect sooner, raise it for fewer reads of hot keys.
    */
-  replayCache?: { enabled?: boolean; maxEntries?: number };
+  replayCache?: { enabled?: boolean; maxEntries?: number; maxAgeSeconds?: number };
   /**
    * With a sort key (`keySchema.sortKey`): the partition every record goes to, instead of the caller's scope (a fixed
    * string, or a function of the call). Default: the key prefix and a SHA-256 of the scope.

@@ -4,6 +4,7 @@ import {
   DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
   DEFAULT_REPLAY_CACHE_ENTRIES,
+  DEFAULT_REPLAY_CACHE_MAX_AGE_SECONDS,
   LAMBDA_REPLAY_CACHE_ENTRIES,
   DEFAULT_REPLAY_HEADERS,
   DEFAULT_RETRY_AFTER_SECONDS,
@@ -45,6 +46,7 @@ export type ResolvedIdempotencyOptions = Required<
     layout: TableLayout;
     replayHeaders: string[];
     replayCacheEntries: number;
+    replayCacheMaxAgeSeconds: number;
     failOnStartup: boolean;
     startupCheck: boolean;
     storeIf: StoreIf;
@@ -94,5 +96,10 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
             where,
             'entries',
           ),
+    replayCacheMaxAgeSeconds: positiveSeconds(
+      'replayCache.maxAgeSeconds',
+      cache?.maxAgeSeconds ?? DEFAULT_REPLAY_CACHE_MAX_AGE_SECONDS,
+      where,
+    ),
   };
 }

@@ -1,10 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import {
-  IdempotencyError,
-  IdempotencyInFlightError,
-  IdempotencyMismatchError,
-} from '../errors/idempotency.errors';
+import { IdempotencyError, IdempotencyInFlightError, IdempotencyMismatchError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
@@ -22,7 +18,7 @@ import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
-import { Flight, FlightTaken, localOwner, SingleFlight } from './single-flight';
+import { Flight, FlightTaken, localOwner, SingleFlight, wonClaim } from './single-flight';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -62,7 +58,11 @@ export class IdempotencyService implements OnApplicationShutdown {
     private readonly readiness: StoreReadiness,
     tracking: CallTracking,
   ) {
-    this.cache = new ReplayCache(options.replayCacheEntries);
+    this.cache = new ReplayCache({
+      maxEntries: options.replayCacheEntries,
+      maxAgeSeconds: options.replayCacheMaxAgeSeconds,
+      clock,
+    });
     this.flights = new SingleFlight(repository, clock, telemetry);
     const recorder = new OutcomeRecorder({
       repository,
@@ -120,6 +120,14 @@ export class IdempotencyService implements OnApplicationShutdown {
     return call;
   }
 
+  /**
+   * Forgets what this process knows of a record an operator removed (`IdempotencyAdmin`'s purge or release): its
+   * cached answer. Other processes see the removal once their cached entries' `replayCache.maxAgeSeconds` has passed.
+   */
+  forget(recordKey: string): void {
+    this.cache.evict(recordKey);
+  }
+
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */
   onApplicationShutdown(): void {
     this.owner.stopRenewing();
@@ -168,7 +176,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     if (cached) return cached;
     const waitUntil = performance.now() + call.waitMs;
     const taken = this.flights.take(call);
-    return taken.flight.claim.then((claim) => won(taken, claim) ?? this.contend(call, waitUntil, taken, claim));
+    return taken.flight.claim.then((claim) => wonClaim(taken, claim) ?? this.contend(call, waitUntil, taken, claim));
   }
 
   /**
@@ -206,7 +214,7 @@ export class IdempotencyService implements OnApplicationShutdown {
           throw new IdempotencyInFlightError(retryAfterSeconds(call, existing, this.clock.nowSeconds()));
         if (local) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
-          await settledWithin(flight.settled(), waitLeft);
+          await flight.settledWithin(waitLeft);
           break;
         }
         await sleep(Math.min(pollMs, Math.max(1, waitLeft)));
@@ -219,7 +227,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       if (cached) return cached;
       taken = this.flights.take(call);
       claim = await taken.flight.claim;
-      const owned = won(taken, claim);
+      const owned = wonClaim(taken, claim);
       if (owned) return owned;
     }
   }
@@ -227,22 +235,10 @@ export class IdempotencyService implements OnApplicationShutdown {
   /** A replay from the cache, when this process has seen the key COMPLETED (a different request is a mismatch). */
   private cachedReplay(call: ProtectedCall, counted: boolean): { replay: StoredResponse } | undefined {
     if (!this.cache.enabled) return undefined;
-    const cached = this.cache.get(call.recordKey, this.clock.nowSeconds());
+    const cached = this.cache.get(call.recordKey);
     if (counted) this.telemetry.replayCacheLookup(cached !== undefined);
     if (!cached) return undefined;
     if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
     return { replay: cached.response };
   }
-}
-
-/** The key, when this request's own claim won it (not one it joined). */
-function won({ flight, joined }: FlightTaken, claim: ClaimResult): Acquired | undefined {
-  return claim.claimed && !joined ? { claimToken: claim.claimToken, flight } : undefined;
-}
-
-/** Waits for `settled`, at most `ms`, without leaving a timer behind. */
-async function settledWithin(settled: Promise<void>, ms: number): Promise<void> {
-  const timer = new AbortController();
-  await Promise.race([settled, sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
-  timer.abort();
 }

@@ -29,7 +29,7 @@ describe('KeyOwner', () => {
       repository,
       clock,
       telemetry,
-      cache: new ReplayCache(0),
+      cache: new ReplayCache({ maxEntries: 0, maxAgeSeconds: 10, clock }),
       failedTtlSeconds: 300,
     });
     owner = new KeyOwner(repository, telemetry, recorder, { canCommitWith: async () => true, tracked: () => false });

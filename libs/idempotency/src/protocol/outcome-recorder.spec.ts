@@ -44,7 +44,7 @@ describe('OutcomeRecorder', () => {
     clock = new ManualClock();
     repository = new FlakyRepository(clock);
     telemetry = new IdempotencyTelemetry();
-    cache = new ReplayCache(10);
+    cache = new ReplayCache({ maxEntries: 10, maxAgeSeconds: 10, clock });
     recorder = new OutcomeRecorder({ repository, clock, telemetry, cache, failedTtlSeconds: 300 });
   });
 
@@ -62,7 +62,7 @@ describe('OutcomeRecorder', () => {
       response: stored,
       expiresAt: clock.nowSeconds() + 86_400,
     });
-    expect(cache.get('k', clock.nowSeconds())).toMatchObject({ fingerprint: 'fp', response: stored });
+    expect(cache.get('k')).toMatchObject({ fingerprint: 'fp', response: stored });
     expect(requests).toHaveBeenCalledWith('executed');
   });
 

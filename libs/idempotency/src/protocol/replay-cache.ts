@@ -1,3 +1,4 @@
+import { IdempotencyClock } from '../idempotency.clock';
 import { StoredResponse } from '../repository/idempotency.record';
 import { storedResponseBytes } from '../response/stored-response.codec';
 
@@ -12,31 +13,63 @@ export interface CachedCompletion {
 /** Responses larger than this (as JSON) are not kept: the cache's memory stays bounded by entries × this. */
 export const MAX_CACHED_RESPONSE_BYTES = 64 * 1024;
 
+export interface ReplayCacheOptions {
+  /** 0: off. */
+  maxEntries: number;
+  /** How long an entry is trusted without reading the store again. */
+  maxAgeSeconds: number;
+  clock: IdempotencyClock;
+}
+
+/** An entry and the moment it stops being trusted (epoch milliseconds). */
+interface Held {
+  completion: CachedCompletion;
+  trustedUntilMs: number;
+}
+
 /**
  * A bounded, least-recently-used map of COMPLETED records in this process, so a hot replay costs no DynamoDB call.
- * Only COMPLETED records go in: they cannot change until they expire (every write is conditioned on PENDING), so a
- * cached one is as good as a read until its `expiresAt`, which every lookup checks.
+ * Only COMPLETED records go in: the protocol never changes one (every write is conditioned on PENDING), but an operator
+ * may delete it (`keys:purge`, `keys:release --force`) and another process may then store a new answer. So an entry is
+ * trusted for `maxAgeSeconds` at most (and never past the record's `expiresAt`), then read from the store again: a purge
+ * done in another process takes effect here within that bound, one done through this process's `IdempotencyAdmin` at
+ * once (`evict`).
  */
 export class ReplayCache {
-  private readonly entries = new Map<string, CachedCompletion>();
+  private readonly entries = new Map<string, Held>();
+  private readonly maxEntries: number;
+  private readonly maxAgeMs: number;
+  private readonly clock: IdempotencyClock;
 
-  constructor(private readonly maxEntries: number) {}
-
-  get(key: string, nowSeconds: number): CachedCompletion | undefined {
-    const entry = this.entries.get(key);
-    if (!entry) return undefined;
-    this.entries.delete(key);
-    if (entry.expiresAt < nowSeconds) return undefined;
-    this.entries.set(key, entry); // most recently used last
-    return entry;
+  constructor({ maxEntries, maxAgeSeconds, clock }: ReplayCacheOptions) {
+    this.maxEntries = maxEntries;
+    this.maxAgeMs = maxAgeSeconds * 1000;
+    this.clock = clock;
   }
 
-  set(key: string, entry: CachedCompletion): void {
-    if (this.maxEntries <= 0 || entry.response.bodyOmitted) return;
-    if (storedResponseBytes(entry.response) > MAX_CACHED_RESPONSE_BYTES) return;
+  get(key: string): CachedCompletion | undefined {
+    const held = this.entries.get(key);
+    if (!held) return undefined;
     this.entries.delete(key);
-    this.entries.set(key, entry);
+    const nowMs = this.clock.nowMs();
+    if (nowMs >= held.trustedUntilMs) return undefined;
+    this.entries.set(key, held); // most recently used last
+    return held.completion;
+  }
+
+  set(key: string, completion: CachedCompletion): void {
+    if (this.maxEntries <= 0 || completion.response.bodyOmitted) return;
+    if (storedResponseBytes(completion.response) > MAX_CACHED_RESPONSE_BYTES) return;
+    // Trusted while `expiresAt` (whole seconds) is not past, as a record read from the store would be.
+    const trustedUntilMs = Math.min((completion.expiresAt + 1) * 1000, this.clock.nowMs() + this.maxAgeMs);
+    this.entries.delete(key);
+    this.entries.set(key, { completion, trustedUntilMs });
     if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  /** Forgets a record this process has removed (an operator's purge or forced release). */
+  evict(key: string): void {
+    this.entries.delete(key);
   }
 
   get enabled(): boolean {

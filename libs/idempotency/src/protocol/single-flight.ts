@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord } from '../repository/idempotency.record';
@@ -27,6 +28,13 @@ export class Flight {
     return (this.waiting ??= new Promise<void>((resolve) => (this.wake = resolve)));
   }
 
+  /** Waits until it has settled, at most `ms`, without leaving a timer behind. */
+  async settledWithin(ms: number): Promise<void> {
+    const timer = new AbortController();
+    await Promise.race([this.settled(), sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
+    timer.abort();
+  }
+
   settle(): void {
     this.done = true;
     this.wake?.();
@@ -37,6 +45,14 @@ export class Flight {
 export interface FlightTaken {
   flight: Flight;
   joined: boolean;
+}
+
+/** The key, when this request's own claim won it (not one it joined). */
+export function wonClaim(
+  { flight, joined }: FlightTaken,
+  claim: ClaimResult,
+): { claimToken: string; flight: Flight } | undefined {
+  return claim.claimed && !joined ? { claimToken: claim.claimToken, flight } : undefined;
 }
 
 /** The span outcome of a claim. */
