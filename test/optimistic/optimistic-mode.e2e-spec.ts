@@ -90,6 +90,40 @@ describe.each(ENGINES)('optimistic mode on %s', (engine) => {
     expect(s.proxy.operations).toEqual(engine === 'dynalite' ? ['PutItem', 'GetItem'] : ['PutItem']);
   });
 
+  it('a duplicate of a completed request gets the stored response even when its own run fails transiently', async () => {
+    const key = newKey();
+    const first = await quote(s.a, key);
+    expect(first.status).toBe(201);
+    s.runs(s.b).quoteFailures = 1; // the retry lands on b, where the provider answers 502
+    const runs = s.runs(s.b).quotes;
+    const retry = await quote(s.b, key);
+    expect(s.runs(s.b).quotes).toBe(runs + 1); // it ran (optimistic), failed, then found the stored answer
+    expect(retry.status).toBe(201);
+    expect(retry.text).toBe(first.text);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    // A first request whose run fails finds nothing stored: the client gets the error, and may retry.
+    const other = newKey();
+    s.runs(s.a).quoteFailures = 1;
+    expect((await quote(s.a, other)).status).toBe(502);
+    expect((await quote(s.a, other)).status).toBe(201);
+  });
+
+  it("a losing run's own headers never go out with the stored answer: a replay carries the stored headers only", async () => {
+    const key = newKey();
+    const first = await quote(s.a, key);
+    const { quoteId } = JSON.parse(first.text);
+    expect(first.headers.get('x-quote-id')).toBe(quoteId);
+    for (const retry of [await quote(s.b, key), await quote(s.a, key)]) {
+      expect(retry.text).toBe(first.text);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.headers.get('content-type')).toMatch(/application\/json/);
+      // Not in the replayed allow-list: none of the losing run's own values (nor the winner's) are sent. Express
+      // computes a weak ETag of the body it sends; the run's own strong one is gone.
+      expect([retry.headers.get('x-quote-id'), retry.headers.get('set-cookie')]).toEqual([null, null]);
+      expect(retry.headers.get('etag') ?? 'W/').toMatch(/^W\//);
+    }
+  });
+
   it('answers a different body under the same key with 422, and stores nothing of it', async () => {
     const key = newKey();
     const first = await quote(s.a, key, { item: 'book' });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Body, Controller, HttpException, Inject, Injectable, Post } from '@nestjs/common';
+import { Body, Controller, HttpException, Inject, Injectable, Post, Res } from '@nestjs/common';
 import {
   Idempotent,
   IdempotencyContext,
@@ -15,6 +15,8 @@ import { ORDERS_TABLE } from '../transactions/shop.fixture';
 export class OptimisticRuns {
   orders = 0;
   quotes = 0;
+  /** The next runs of `POST /quotes` that fail transiently (a provider's 502: not final, nothing stored). */
+  quoteFailures = 0;
 }
 
 export interface OrderBody {
@@ -63,10 +65,19 @@ export class OptimisticController {
 
   @Post('quotes')
   @Idempotent({ mode: 'optimistic' })
-  async quote(@Body() body: { item: string; delayMs?: number }) {
+  async quote(@Body() body: { item: string; delayMs?: number }, @Res({ passthrough: true }) response: any) {
     this.runs.quotes += 1;
+    const quoteId = randomUUID();
+    // Headers of this run's own (a losing run's must not go out with the winner's body).
+    (response.header ?? response.setHeader).call(response, 'X-Quote-Id', quoteId);
+    (response.header ?? response.setHeader).call(response, 'ETag', `"${quoteId}"`);
+    (response.header ?? response.setHeader).call(response, 'Set-Cookie', `quote=${quoteId}`);
     if (body.delayMs) await sleep(body.delayMs);
-    return { quoteId: randomUUID(), item: body.item, claimToken: this.context.claimToken };
+    if (this.runs.quoteFailures > 0) {
+      this.runs.quoteFailures -= 1;
+      throw new HttpException({ message: 'the provider failed' }, 502);
+    }
+    return { quoteId, item: body.item, claimToken: this.context.claimToken };
   }
 }
 

@@ -44,8 +44,14 @@ export interface ContextAdapter {
   capture(value: unknown, call: InterceptedCall, state?: ResponseState): StoredResponse;
   /** What to store for an error the handler threw, or undefined when it cannot be replayed (the key is released). */
   captureError(error: unknown, call: InterceptedCall, state?: ResponseState): StoredResponse | undefined;
-  /** The stored outcome as this call's answer; throws the stored error again for an error outcome. */
-  replay(stored: StoredResponse, call: InterceptedCall): unknown;
+  /** The names of the headers the response carries so far (HTTP), to tell which ones a run of the handler added. */
+  headerNames?(call: InterceptedCall): string[];
+  /**
+   * The stored outcome as this call's answer; throws the stored error again for an error outcome. `headersBefore`:
+   * this call's own handler ran first (optimistic mode) and the response carried these headers before it; whatever
+   * that run added is cleared, so the answer carries the stored response's headers only.
+   */
+  replay(stored: StoredResponse, call: InterceptedCall, headersBefore?: string[]): unknown;
   /** A protocol error (409, 422, 503 …) as this execution type's clients receive it. */
   problem(error: IdempotencyError, call: InterceptedCall): Error;
 }

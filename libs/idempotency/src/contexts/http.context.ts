@@ -107,14 +107,19 @@ export class HttpContextAdapter implements ContextAdapter {
    * A duplicate gets the stored status, headers and body, marked `Idempotent-Replayed: true`. A stored error is thrown
    * again, so the app's exception filters answer it exactly as they answered the first request.
    */
-  replay(stored: StoredResponse, { context }: InterceptedCall): unknown {
+  replay(stored: StoredResponse, { context }: InterceptedCall, headersBefore?: string[]): unknown {
     const adapter = this.adapterHost.httpAdapter;
     const response = responseOf(context);
+    if (headersBefore) clearHeadersAddedSince(response, headersBefore);
     for (const [name, value] of Object.entries(stored.headers)) adapter.setHeader(response, name, value as string);
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
     if (stored.exception) throw replayedException(stored);
     adapter.status(response, stored.statusCode);
     return replayedBody(stored);
+  }
+
+  headerNames({ context }: InterceptedCall): string[] {
+    return headerNamesOf(responseOf(context));
   }
 
   problem(error: IdempotencyError): Error {
@@ -168,4 +173,22 @@ function requestOf(context: ExecutionContext): any {
 
 function responseOf(context: ExecutionContext): any {
   return context.getArgByIndex(1);
+}
+
+/** The header names set on a response so far: Node's (Express) or Fastify's reply, with its raw response's. */
+function headerNamesOf(response: any): string[] {
+  if (typeof response.getHeaderNames === 'function') return response.getHeaderNames();
+  const names = new Set(Object.keys(response.getHeaders?.() ?? {}).map((name) => name.toLowerCase()));
+  for (const name of response.raw?.getHeaderNames?.() ?? []) names.add(name);
+  return [...names];
+}
+
+/** Removes the headers a run of the handler added (a losing optimistic run's `Set-Cookie`, `ETag`, ids). */
+function clearHeadersAddedSince(response: any, before: string[]): void {
+  const kept = new Set(before);
+  for (const name of headerNamesOf(response)) {
+    if (kept.has(name)) continue;
+    response.removeHeader?.(name);
+    response.raw?.removeHeader?.(name);
+  }
 }

@@ -97,6 +97,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
 class InterceptedWork implements ProtectedWork<unknown> {
   /** Set once the handler runs (as the key's owner, or unprotected without a key). */
   owned = false;
+  /** In optimistic mode, the response's headers before the handler ran: a replay clears what the run added. */
+  private headersBefore?: string[];
 
   constructor(
     private readonly call: InterceptedCall,
@@ -113,6 +115,7 @@ class InterceptedWork implements ProtectedWork<unknown> {
 
   execute(): Promise<unknown> {
     this.owned = true;
+    if (this.call.route.mode === 'optimistic') this.headersBefore = this.adapter.headerNames?.(this.call);
     return runHandler(this.call, this.adapter, this.next, this.answer);
   }
 
@@ -129,6 +132,6 @@ class InterceptedWork implements ProtectedWork<unknown> {
   }
 
   replay(stored: StoredResponse): unknown {
-    return this.adapter.replay(stored, this.call);
+    return this.adapter.replay(stored, this.call, this.headersBefore);
   }
 }

@@ -8,7 +8,7 @@ import {
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { CommitWrite } from '../repository/commit-write';
-import { StoredResponse } from '../repository/idempotency.record';
+import { isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, PutCompletedResult } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { completedResponse } from './completed-response';
@@ -45,13 +45,36 @@ export class OptimisticRun {
     const claimToken = randomUUID();
     const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.deps);
     const stored = finalOutcome(this.logger, call, work, outcome, writes);
-    if (stored) {
-      const replay = await this.store(call, claimToken, stored, writes);
-      if (replay) return { replay };
-    }
+    const replay = stored ? await this.store(call, claimToken, stored, writes) : await this.storedBefore(call);
+    if (replay) return { replay };
     this.deps.telemetry.request('executed');
     if ('error' in outcome) throw outcome.error;
     return outcome;
+  }
+
+  /**
+   * After an outcome that is not final (a transient error): the answer another call stored for the same request, if
+   * any. A duplicate of a completed request gets the stored response, even when its own run failed (the payment went
+   * through the first time). Read on this path only; a store fault reading it leaves the call's own outcome.
+   */
+  private async storedBefore(call: ProtectedCall): Promise<StoredResponse | undefined> {
+    const { repository, clock, cache, sealer } = this.deps;
+    let record;
+    try {
+      record = await repository.get({ key: call.recordKey, partition: call.partition });
+    } catch (error) {
+      this.logger.warn({
+        msg: 'could not look for a stored answer after a run that failed',
+        key: call.recordKey,
+        error: String(error),
+      });
+      return undefined;
+    }
+    if (record?.status !== 'COMPLETED' || record.fingerprint !== call.fingerprint) return undefined;
+    if (isClaimable(record, clock.nowSeconds())) return undefined;
+    const response = completedResponse(record, sealer, this.logger);
+    cache.set(call.recordKey, { fingerprint: record.fingerprint, expiresAt: record.expiresAt, response });
+    return response;
   }
 
   /** Stores the outcome; undefined once stored, or the outcome another call stored first. */
