@@ -20,6 +20,7 @@ import { Exclude } from 'class-transformer';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions, ProblemType } from 'nestjs-dynamodb-idempotency';
 import { Platform, PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable, scanTable } from '../support/table';
 
 /**
@@ -235,6 +236,52 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
       const { first, replay } = await twice(`${test.url}/passthrough`);
       expect(first).toMatchObject({ status: 202, location: expect.stringMatching(/^\/jobs\/\d+$/) });
       expect(replay).toEqual({ ...first, replayed: 'true' });
+    });
+
+    @Controller('sent-by-handler')
+    class SentByHandlerController {
+      @Post()
+      @Idempotent()
+      create(@Res({ passthrough: true }) res: any) {
+        const run = ran(`sent-${platform}`);
+        // The Express habit: the handler sends the body itself and returns nothing.
+        (res.code ?? res.status).call(res, 200);
+        (res.json ?? res.send).call(res, { id: `ord_${run}` });
+      }
+    }
+
+    it('a response the handler sent itself is never replayed empty: duplicates get 409 response-not-stored, logged once per route', async () => {
+      const logs = new CapturedLogs();
+      logs.start();
+      try {
+        const test = await open(platform, [SentByHandlerController]);
+        const key = newKey();
+        const send = () =>
+          fetch(`${test.url}/sent-by-handler`, { method: 'POST', headers: { 'Idempotency-Key': key } });
+        const first = await send();
+        expect(first.status).toBe(200);
+        expect(await first.json()).toEqual({ id: `ord_${runs.get(`sent-${platform}`)}` });
+        // The client had its answer before the outcome was stored (the handler sent it): a duplicate that quick is in
+        // flight. Once stored, every duplicate gets response-not-stored, never an empty 200.
+        const settled = async () => {
+          for (let attempt = 0; ; attempt++) {
+            const duplicate = await send();
+            const problem = { status: duplicate.status, ...((await duplicate.json()) as { type: string }) };
+            if (problem.type !== ProblemType.inFlight || attempt === 50) return problem;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        };
+        for (const duplicate of [await settled(), await settled()]) {
+          expect(duplicate).toMatchObject({ status: 409, type: ProblemType.responseNotStored });
+        }
+        expect(runs.get(`sent-${platform}`)).toBe(1);
+        await fetch(`${test.url}/sent-by-handler`, { method: 'POST', headers: { 'Idempotency-Key': newKey() } });
+        const why = logs.at('warn').filter((entry) => JSON.stringify(entry).includes('sent the response itself'));
+        expect(why).toHaveLength(1);
+        expect(JSON.stringify(why[0])).toContain('POST /sent-by-handler');
+      } finally {
+        logs.stop();
+      }
     });
   });
 

@@ -13,6 +13,8 @@ export interface InterceptedCall {
 export interface ResponseState {
   statusCode: number;
   headers: Record<string, string | string[]>;
+  /** Whether the response was already sent (by the handler itself, through `@Res({ passthrough: true })`). */
+  sent?: boolean;
 }
 
 /**

@@ -26,6 +26,8 @@ export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 export class HttpContextAdapter implements ContextAdapter {
   private readonly logger = new Logger('Idempotency');
   private readonly serialization: ClassSerialization;
+  /** Routes whose handler sent a response itself, logged once each. */
+  private readonly writtenRoutes = new Set<string>();
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
@@ -73,7 +75,11 @@ export class HttpContextAdapter implements ContextAdapter {
 
   responseState({ context }: InterceptedCall): ResponseState {
     const response = responseOf(context);
-    return { statusCode: (response as { statusCode: number }).statusCode, headers: this.replayableHeaders(response) };
+    return {
+      statusCode: (response as { statusCode: number }).statusCode,
+      headers: this.replayableHeaders(response),
+      sent: this.adapterHost.httpAdapter.isHeadersSent(response) === true,
+    };
   }
 
   clientGone({ context }: InterceptedCall): boolean {
@@ -89,7 +95,14 @@ export class HttpContextAdapter implements ContextAdapter {
   }
 
   /** The body as the client receives it, with the status and headers the handler left on the response. */
-  capture(value: unknown, { context }: InterceptedCall, state: ResponseState): StoredResponse {
+  capture(value: unknown, call: InterceptedCall, state: ResponseState): StoredResponse {
+    const { context } = call;
+    // The handler sent the response itself (`res.json()` beside `@Res({ passthrough: true })`): the module never saw
+    // the body, so it stores none rather than an empty one; duplicates get 409 response-not-stored.
+    if (state.sent) {
+      this.writtenByHandler(call);
+      return { statusCode: state.statusCode, headers: state.headers, bodyOmitted: true };
+    }
     let stored: Omit<StoredResponse, 'statusCode' | 'headers'>;
     try {
       stored = storableBody(this.serialization.asSent(value, context));
@@ -124,6 +137,17 @@ export class HttpContextAdapter implements ContextAdapter {
 
   problem(error: IdempotencyError): Error {
     return IdempotencyProblemException.from(error);
+  }
+
+  /** Logs, once per route, why a response the handler sent itself is not replayed. */
+  private writtenByHandler(call: InterceptedCall): void {
+    const operation = this.operation(call);
+    if (this.writtenRoutes.has(operation)) return;
+    this.writtenRoutes.add(operation);
+    this.logger.warn({
+      msg: 'the handler sent the response itself (res.json()/res.send() with @Res({ passthrough: true })), so its body cannot be stored: the key is recorded as done without a body and duplicates get 409 response-not-stored. Return the body instead of sending it',
+      operation,
+    });
   }
 
   /** A body that could not be fingerprinted is logged (it answers 500 body-unreadable); every error is thrown on. */
