@@ -12,6 +12,7 @@ import {
   InMemoryIdempotencyRepository,
   ScanInput,
 } from 'nestjs-dynamodb-idempotency';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from '../support/clock';
@@ -20,6 +21,9 @@ import { createIdempotencyTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 
 const telemetry = registerTestTelemetry();
+
+/** A record key as the module writes them (sweeps touch only those). */
+const k = (name: string) => recordKey('POST /reconciled', undefined, name);
 
 async function reconcilerOn(repository: IdempotencyRepository, clock: ManualClock, tableName = 'idempotency_keys') {
   const moduleRef = await Test.createTestingModule({
@@ -39,11 +43,11 @@ async function seed(repository: IdempotencyRepository, clock: ManualClock) {
     return result.claimToken;
   };
   const response = { statusCode: 200, headers: {} };
-  await repository.complete({ key: 'expired', claimToken: await claim('expired', 60), response, ttlSeconds: 10 });
-  await claim('stuck', 30);
+  await repository.complete({ key: k('expired'), claimToken: await claim(k('expired'), 60), response, ttlSeconds: 10 });
+  await claim(k('stuck'), 30);
   clock.advanceSeconds(33); // past the lease and the module's clock-skew margin (2 s)
-  await claim('live', 60);
-  await repository.complete({ key: 'done', claimToken: await claim('done', 60), response, ttlSeconds: 3600 });
+  await claim(k('live'), 60);
+  await repository.complete({ key: k('done'), claimToken: await claim(k('done'), 60), response, ttlSeconds: 3600 });
 }
 
 describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) => {
@@ -82,9 +86,9 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       unreleased: 0,
       ttlStale: 2 - evicted,
     });
-    expect(await repository.get({ key: 'stuck' })).toMatchObject({ status: 'FAILED' });
-    expect(await repository.get({ key: 'live' })).toMatchObject({ status: 'PENDING' });
-    expect((await repository.claim({ key: 'stuck', fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(true);
+    expect(await repository.get({ key: k('stuck') })).toMatchObject({ status: 'FAILED' });
+    expect(await repository.get({ key: k('live') })).toMatchObject({ status: 'PENDING' });
+    expect((await repository.claim({ key: k('stuck'), fingerprint: 'fp', leaseSeconds: 60 })).claimed).toBe(true);
 
     const text = await telemetry.scrape();
     expect(metricValue(text, 'dedup_stuck_pending_total', { table: tableName })).toBe(1);
@@ -96,7 +100,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
   });
 
   it('reads every page', async () => {
-    for (let i = 0; i < 25; i++) await repository.claim({ key: `k${i}`, fingerprint: 'fp', leaseSeconds: 1 });
+    for (let i = 0; i < 25; i++) await repository.claim({ key: k(`k${i}`), fingerprint: 'fp', leaseSeconds: 1 });
     clock.advanceSeconds(4); // past the 1 s leases and the 2 s clock-skew margin
     const reconciler = await reconcilerOn(repository, clock, tableName);
     expect(await reconciler.sweep({ pageSize: 10, maxPagesPerSecond: 1000 })).toEqual({
@@ -109,7 +113,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
   });
 
   it('never overrides a worker that claimed the key after the scan saw it stuck', async () => {
-    await repository.claim({ key: 'taken-over', fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.claim({ key: k('taken-over'), fingerprint: 'fp', leaseSeconds: 30 });
     clock.advanceSeconds(33);
     let successor: IdempotencyRecord | undefined;
     // A claim lands between the scan reading the page and the reconciler acting on it.
@@ -121,21 +125,21 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       renew = repository.renew.bind(repository);
       async *scan(input: ScanInput) {
         for await (const page of repository.scan(input)) {
-          await repository.claim({ key: 'taken-over', fingerprint: 'fp', leaseSeconds: 60 });
-          successor = await repository.get({ key: 'taken-over' });
+          await repository.claim({ key: k('taken-over'), fingerprint: 'fp', leaseSeconds: 60 });
+          successor = await repository.get({ key: k('taken-over') });
           yield page;
         }
       }
     })();
     const result = await (await reconcilerOn(racing, clock, tableName)).sweep({ maxPagesPerSecond: 1000 });
     expect(result).toMatchObject({ stuckPending: 1, released: 0 });
-    expect(await repository.get({ key: 'taken-over' })).toEqual(successor);
+    expect(await repository.get({ key: k('taken-over') })).toEqual(successor);
     expect(successor?.status).toBe('PENDING');
   });
 
   it('counts a stuck item it could not release (the store failed) and goes on with the rest', async () => {
-    await repository.claim({ key: 'unreleasable', fingerprint: 'fp', leaseSeconds: 30 });
-    await repository.claim({ key: 'releasable', fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.claim({ key: k('unreleasable'), fingerprint: 'fp', leaseSeconds: 30 });
+    await repository.claim({ key: k('releasable'), fingerprint: 'fp', leaseSeconds: 30 });
     clock.advanceSeconds(33);
     const failing = new (class extends IdempotencyRepository {
       claim = repository.claim.bind(repository);
@@ -144,14 +148,15 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       renew = repository.renew.bind(repository);
       scan = (input: ScanInput) => repository.scan(input);
       fail = async (input: FailInput) => {
-        if (input.key === 'unreleasable') throw Object.assign(new Error('throttled'), { name: 'ThrottlingException' });
+        if (input.key === k('unreleasable'))
+          throw Object.assign(new Error('throttled'), { name: 'ThrottlingException' });
         return repository.fail(input);
       };
     })();
     const result = await (await reconcilerOn(failing, clock, tableName)).sweep({ maxPagesPerSecond: 1000 });
     expect(result).toMatchObject({ stuckPending: 2, released: 1, unreleased: 1 });
-    expect(await repository.get({ key: 'releasable' })).toMatchObject({ status: 'FAILED' });
-    expect(await repository.get({ key: 'unreleasable' })).toMatchObject({ status: 'PENDING' });
+    expect(await repository.get({ key: k('releasable') })).toMatchObject({ status: 'FAILED' });
+    expect(await repository.get({ key: k('unreleasable') })).toMatchObject({ status: 'PENDING' });
   });
 });
 

@@ -1,4 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { writeFileSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
@@ -46,6 +47,9 @@ afterAll(async () => {
   await dynamo.stop();
 });
 
+/** A record key as the module writes them (a sweep touches only those). */
+const k = (name: string) => recordKey('POST /reconciled', 'tenant', name);
+
 /** A table of its own, its --config, and a repository writing to it `agoSeconds` behind the wall clock. */
 async function table() {
   const tableName = uniqueTableName('reconcile');
@@ -55,13 +59,18 @@ async function table() {
   const claim = async (key: string, agoSeconds: number, leaseSeconds: number) => {
     const clock = new ManualClock(Date.now() - agoSeconds * 1000);
     const repository = new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout });
-    const claimed = await repository.claim({ key, partition: 'IDEMPOTENCY#tenant', fingerprint: 'fp', leaseSeconds });
+    const claimed = await repository.claim({
+      key: k(key),
+      partition: 'IDEMPOTENCY#tenant',
+      fingerprint: 'fp',
+      leaseSeconds,
+    });
     if (!claimed.claimed) throw new Error(`${key} not claimed`);
   };
   const status = async (key: string) =>
     (
       await new DynamoDbIdempotencyRepository({ client, tableName, ...layout }).get({
-        key,
+        key: k(key),
         partition: 'IDEMPOTENCY#tenant',
       })
     )?.status;

@@ -80,6 +80,7 @@ import { StoreReadiness } from './startup/store-readiness';
           sortKey: resolved.layout.sortKey !== undefined,
           clock,
           sealer: resolved.sealer,
+          partitionKeyValue: typeof resolved.partitionKeyValue === 'string' ? resolved.partitionKeyValue : undefined,
           // A removal takes effect in this process at once: its cached answer is forgotten.
           onRemoved: ({ key }) => service.forget(key),
         }),

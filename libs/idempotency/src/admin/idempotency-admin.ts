@@ -1,4 +1,5 @@
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
+import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
@@ -52,6 +53,8 @@ export interface IdempotencyAdminOptions {
   /** The key prefix and whether the table has a sort key: how partitions are derived. */
   keyPrefix?: string;
   sortKey?: boolean;
+  /** With a sort key: the module's `partitionKeyValue` when it is a fixed string (every record's partition). */
+  partitionKeyValue?: string;
   clock?: IdempotencyClock;
   /** Opens sealed answers for `showBody`. */
   sealer?: ResponseSealer;
@@ -78,6 +81,7 @@ export class IdempotencyAdmin {
   private readonly repository: IdempotencyRepository;
   private readonly keyPrefix: string;
   private readonly sortKey: boolean;
+  private readonly partitionKeyValue?: string;
   private readonly clock: IdempotencyClock;
   private readonly sealer?: ResponseSealer;
   private readonly onRemoved?: (location: RecordLocation) => void;
@@ -89,8 +93,10 @@ export class IdempotencyAdmin {
     clock = new SystemClock(),
     sealer,
     onRemoved,
+    partitionKeyValue,
   }: IdempotencyAdminOptions) {
     this.onRemoved = onRemoved;
+    this.partitionKeyValue = partitionKeyValue;
     this.repository = repository;
     this.keyPrefix = keyPrefix;
     this.sortKey = sortKey;
@@ -100,14 +106,29 @@ export class IdempotencyAdmin {
 
   /** The record key and partition of a selector, exactly as the module derives them. */
   locate(selector: KeySelector): RecordLocation {
-    const partition = this.sortKey ? (selector.partition ?? scopePartition(this.keyPrefix, selector.scope)) : undefined;
+    const partition = this.partitionOf(selector.scope, selector.partition);
     if (selector.recordKey) return { key: selector.recordKey, partition };
     const operation =
       selector.name ?? (selector.version ? `${selector.route} version=${selector.version}` : selector.route);
     if (!operation || selector.key === undefined) {
       throw new TypeError('a key is located by --route (or --name) and --key, or by --record-key');
     }
-    return { key: recordKey(operation, selector.scope, selector.key), partition };
+    // A key the module would refuse (empty, over 255 characters, control characters) has no record.
+    let key: string;
+    try {
+      key = validateKey(selector.key)!;
+    } catch (error) {
+      throw new TypeError(`--key: ${(error as Error).message} The module refuses such a key, so none has a record.`, {
+        cause: error,
+      });
+    }
+    return { key: recordKey(operation, selector.scope, key), partition };
+  }
+
+  /** A sort-key layout's partition: the one given, else the fixed `partitionKeyValue`, else the scope's. */
+  private partitionOf(scope: string | undefined, given: string | undefined): string | undefined {
+    if (!this.sortKey) return undefined;
+    return given ?? this.partitionKeyValue ?? scopePartition(this.keyPrefix, scope);
   }
 
   /** The record's state, or undefined when there is none. */
@@ -157,19 +178,22 @@ export class IdempotencyAdmin {
     status,
     olderThanSeconds = 0,
     scope,
+    partition: given,
     pageSize = 100,
   }: {
     status?: IdempotencyStatus;
     olderThanSeconds?: number;
     scope?: string;
+    /** One partition of a sort-key layout (instead of the scope's). */
+    partition?: string;
     pageSize?: number;
   } = {}): AsyncIterable<RecordReport> {
-    if (scope !== undefined && !this.sortKey) {
+    if ((scope !== undefined || given !== undefined) && !this.sortKey) {
       throw new TypeError(
-        'records are listed by scope only in a table with a sort key: the record key hashes scope and key together',
+        'records are listed by scope or partition only in a table with a sort key: the record key hashes scope and key together',
       );
     }
-    const partition = scope === undefined ? undefined : scopePartition(this.keyPrefix, scope);
+    const partition = scope === undefined && given === undefined ? undefined : this.partitionOf(scope, given);
     const now = this.clock.nowSeconds();
     for await (const page of this.repository.scan({ pageSize, partition })) {
       for (const record of page) {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { isLocalEndpoint } from '../dynamodb/table-checks';
 import { TableLayout, TableLayoutOptions } from '../dynamodb/table-layout';
 import { DEFAULT_TABLE_NAME } from '../idempotency.constants';
 import type { IdempotencyModuleOptions } from '../options/idempotency.options';
@@ -46,7 +47,8 @@ export const COMMON_HELP = `Where the table is (flags over --config over the env
   --sort-key NAME          its sort key, for a single-table layout (IDEMPOTENCY_SORT_KEY; default none)
   --key-prefix TEXT        the prefix of the module's key values (IDEMPOTENCY_KEY_PREFIX; default none)
   --config FILE.json       the module's options as JSON: tableName, keySchema, attributeNames, keyPrefix,
-                           encryption, pendingTtlSeconds, clockSkewSeconds, failedTtlSeconds
+                           partitionKeyValue (a fixed string), encryption, pendingTtlSeconds,
+                           clockSkewSeconds, failedTtlSeconds
   --json                   print JSON instead of text
   --help                   this help`;
 
@@ -100,7 +102,7 @@ export function cliContext(
     throw new UsageError((error as Error).message);
   }
   const endpoint = text('endpoint') ?? process.env.DYNAMODB_ENDPOINT;
-  const local = endpoint !== undefined && /^https?:\/\/(localhost|127\.|\[::1\])/.test(endpoint);
+  const local = isLocalEndpoint(endpoint);
   const client = new DynamoDBClient({
     endpoint,
     region: text('region') ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1',
@@ -138,6 +140,8 @@ export interface ConfigFile
     Pick<IdempotencyModuleOptions, 'pendingTtlSeconds' | 'clockSkewSeconds' | 'failedTtlSeconds'> {
   tableName?: string;
   encryption?: EncryptionOptions;
+  /** With a sort key: the app's `partitionKeyValue` when it is a fixed string (the partition of every record). */
+  partitionKeyValue?: string;
 }
 
 function readConfig(path: string): ConfigFile {

@@ -1,5 +1,8 @@
 import { AdminResult, IdempotencyAdmin, KeySelector, RecordReport } from '../admin/idempotency-admin';
 import { DynamoDbIdempotencyRepository } from '../dynamodb/dynamodb-idempotency.repository';
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { dynamoErrorCode } from '../dynamodb/dynamodb-errors';
+import { keySchemaProblem, locationOf, unusableBecause } from '../dynamodb/table-checks';
 import { TableLayout } from '../dynamodb/table-layout';
 import { IdempotencyStatus } from '../repository/idempotency.record';
 import { CliCommand, CliContext, durationSeconds, sealerOf, UsageError } from './cli-context';
@@ -14,6 +17,15 @@ const SELECTOR_FLAGS = {
   partition: { type: 'string' },
 } as const;
 
+/** Why a key may have no record although requests used it: the selector is not the one the module derived. */
+const NOT_FOUND_HINT = `No record has the key this selector derives. Check:
+  --scope      the caller's scope exactly as the app's scope function returns it (a number as its digits)
+  --route      the route's method and template as Nest declares it, e.g. 'POST /orders/:id' (no trailing slash,
+               the global prefix included), with --version for a versioned route; or --name for a route's stable name
+               ('RPC ["pattern"]' for a message handler, 'GraphQL Mutation.field' for a GraphQL mutation)
+  --partition  with a sort key: the record's partition when the app sets partitionKeyValue
+keys:list lists what is there.`;
+
 const SELECTOR_USAGE = `--route 'POST /orders' --key <client key> [--scope <scope>] [--version <v>] | --name <operation> --key <client key> [--scope] | --record-key <key> [--partition <value>]`;
 
 export const KEY_COMMANDS = {
@@ -22,35 +34,82 @@ export const KEY_COMMANDS = {
       'print the record key of a client key exactly as the module derives it (and its item key, and how to read it)',
     usage: `keys:locate ${SELECTOR_USAGE} [flags]`,
     flags: SELECTOR_FLAGS,
-    run: locate,
+    run: asUsage(locate),
   },
   'keys:inspect': {
     summary: 'print a record: status, times, fingerprint, the stored status and size, whether sealed; exit 1 if absent',
     usage: `keys:inspect ${SELECTOR_USAGE} [--show-body] [flags]`,
     flags: { ...SELECTOR_FLAGS, 'show-body': { type: 'boolean' } },
-    run: inspect,
+    run: onTable(inspect),
   },
   'keys:release': {
     summary:
       'remove a PENDING or FAILED record (conditioned on the claim token just read), so the key runs again; COMPLETED needs --force',
     usage: `keys:release ${SELECTOR_USAGE} [--force] [flags]`,
     flags: { ...SELECTOR_FLAGS, force: { type: 'boolean' } },
-    run: release,
+    run: onTable(release),
   },
   'keys:purge': {
     summary:
       'remove a COMPLETED record: the next request with the key runs the handler again (asks on a terminal; --yes otherwise)',
     usage: `keys:purge ${SELECTOR_USAGE} [--yes] [flags]`,
     flags: { ...SELECTOR_FLAGS, yes: { type: 'boolean' } },
-    run: purge,
+    run: onTable(purge),
   },
   'keys:list': {
     summary: 'list records, one line each (a Query per scope with a sort key, else a Scan); exit 1 when none',
-    usage: 'keys:list [--status PENDING|COMPLETED|FAILED] [--older-than 90s] [--scope <scope>] [flags]',
-    flags: { status: { type: 'string' }, 'older-than': { type: 'string' }, scope: { type: 'string' } },
-    run: list,
+    usage:
+      'keys:list [--status PENDING|COMPLETED|FAILED] [--older-than 90s] [--scope <scope> | --partition <value>] [flags]',
+    flags: {
+      status: { type: 'string' },
+      'older-than': { type: 'string' },
+      scope: { type: 'string' },
+      partition: { type: 'string' },
+    },
+    run: onTable(list),
   },
 } satisfies Record<string, CliCommand>;
+
+/**
+ * Runs a command once the table is the one the flags describe: a missing table, or a key schema other than the
+ * layout's (`keys:list` on a PK/SK table without `--sort-key`), exits 2 naming both schemas, before anything is read.
+ * Credentials that may not call DescribeTable only skip the check (said on stderr).
+ */
+function onTable(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
+  return async (context) => {
+    const layout = new TableLayout(context.layout);
+    let problem: string | undefined;
+    try {
+      const { Table } = await context.client.send(new DescribeTableCommand({ TableName: context.tableName }));
+      problem = keySchemaProblem(layout, Table);
+      if (problem) problem += ' With this CLI: --partition-key, --sort-key and --key-prefix, or keySchema in --config.';
+    } catch (error) {
+      const code = dynamoErrorCode(error);
+      if (code === 'AccessDeniedException') {
+        context.out.error(
+          "the table's key schema was not checked: these credentials may not call dynamodb:DescribeTable",
+        );
+      } else if (code === 'ResourceNotFoundException') {
+        problem = unusableBecause(error, await locationOf(context.client, context.tableName), layout);
+      }
+    }
+    if (problem === undefined) return asUsage(run)(context);
+    context.out.error(`${context.where}: ${problem}`);
+    return 2;
+  };
+}
+
+/** The admin's `TypeError`s are a selector the command cannot use (no key, a key the module refuses): usage errors. */
+function asUsage(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
+  return async (context) => {
+    try {
+      return await run(context);
+    } catch (error) {
+      if (error instanceof TypeError) throw new UsageError(error.message, { cause: error });
+      throw error;
+    }
+  };
+}
 
 function adminOf(context: CliContext): IdempotencyAdmin {
   const layout = new TableLayout(context.layout);
@@ -63,6 +122,7 @@ function adminOf(context: CliContext): IdempotencyAdmin {
     repository,
     keyPrefix: layout.keyPrefix,
     sortKey: !!layout.sortKey,
+    partitionKeyValue: context.config.partitionKeyValue,
     sealer: sealerOf(context),
   });
 }
@@ -102,6 +162,7 @@ async function inspect(context: CliContext): Promise<number> {
   });
   if (!report) {
     context.print({ found: false }, ['no record for this key']);
+    context.out.error(NOT_FOUND_HINT);
     return 1;
   }
   context.print(report, reportLines(report));
@@ -138,14 +199,10 @@ async function list(context: CliContext): Promise<number> {
     status: status as IdempotencyStatus | undefined,
     olderThanSeconds: typeof olderThan === 'string' ? durationSeconds(olderThan, '--older-than') : 0,
     scope: context.values.scope as string | undefined,
+    partition: context.values.partition as string | undefined,
   };
   const records: RecordReport[] = [];
-  try {
-    for await (const record of adminOf(context).list(filter)) records.push(record);
-  } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(error.message);
-    throw error;
-  }
+  for await (const record of adminOf(context).list(filter)) records.push(record);
   context.print(
     records,
     records.map(
@@ -153,11 +210,13 @@ async function list(context: CliContext): Promise<number> {
         `${record.status.padEnd(9)} ${record.key}${record.partition ? `  partition ${record.partition}` : ''}  since ${record.pendingSince}  expires ${record.expiresAt}`,
     ),
   );
+  if (records.length === 0) context.out.error('no records');
   return records.length > 0 ? 0 : 1;
 }
 
 function printResult(context: CliContext, result: AdminResult): number {
   context.print(result, [result.note, ...(result.record ? reportLines(result.record) : [])]);
+  if (!result.done && result.reason === 'not_found') context.out.error(NOT_FOUND_HINT);
   return result.done ? 0 : 1;
 }
 

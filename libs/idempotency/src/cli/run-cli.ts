@@ -13,8 +13,9 @@ ${Object.entries(COMMANDS)
   .map(([name, command]) => `  ${name.padEnd(14)} ${command.summary}`)
   .join('\n')}
 
-Run a command with --help for its flags. Exit codes: 0 done or found, 1 not found, refused or failed, 2 usage
-(reconcile: 3 when stuck items could not be released).`;
+Run a command with --help for its flags. Exit codes: 0 done or found, 1 not found, refused or failed, 2 usage or
+misconfigured (a table missing, or whose key schema is not the one the flags or --config describe), 3 (reconcile)
+stuck items could not be released.`;
 
 /**
  * The package's binary (`npx nestjs-dynamodb-idempotency …`): the table tooling and an operator's commands for one
@@ -27,8 +28,13 @@ export async function runCli(
   const name = argv.find((arg) => !arg.startsWith('-'));
   const command = name === undefined ? undefined : COMMANDS[name];
   if (!command) {
+    // Asked for: the usage on stdout. A wrong or missing command: on stderr, exit 2.
+    if (argv.includes('--help') && name === undefined) {
+      out.log(USAGE);
+      return 0;
+    }
     out.error(USAGE);
-    return argv.includes('--help') && name === undefined ? 0 : 2;
+    return 2;
   }
   const help = `Usage: nestjs-dynamodb-idempotency ${command.usage}\n\n${command.summary}.\n\n${COMMON_HELP}`;
   let context: CliContext | undefined;

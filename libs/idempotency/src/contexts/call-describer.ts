@@ -6,7 +6,7 @@ import {
   IdempotencyScopeFailedError,
 } from '../errors/idempotency.errors';
 import { validateKey } from '../keys/idempotency-key';
-import { recordKey, scopePartition } from '../keys/record-key';
+import { recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { PartitionKeyValue, Scope } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { IdempotencyService, ProtectedCall } from '../protocol/idempotency.service';
@@ -68,7 +68,17 @@ export class CallDescriber {
     const scope: Scope | undefined = call.route.scope ?? this.options.scope;
     const user = (request as { user?: unknown } | undefined)?.user;
     if (scope === undefined && user !== undefined && user !== null) this.warnUnscoped(call, operation);
-    return scope ? this.applyFunction('scope', () => scope(call.context, request), operation) : undefined;
+    if (!scope) return undefined;
+    const value: unknown = this.applyFunction('scope', () => scope(call.context, request), operation);
+    try {
+      return scopeText(value);
+    } catch (error) {
+      this.logger.error({
+        msg: `the scope function returned an unusable value; answering 500 scope-failed: ${(error as Error).message}`,
+        operation,
+      });
+      throw new IdempotencyScopeFailedError(operation);
+    }
   }
 
   /** The record's partition in a sort-key layout: `partitionKeyValue`, else the key prefix and the scope's hash. */

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { recordKey } from '../keys/record-key';
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
@@ -261,14 +262,30 @@ describe('DynamoDbIdempotencyRepository.scan with a mocked client', () => {
 
   it('reads page after page from where the last ended, until a page has no LastEvaluatedKey', async () => {
     const { repository, send } = mockedRepository();
-    const next = { pk: { S: 'k' } };
+    const [k, l] = [recordKey('POST /x', undefined, 'k'), recordKey('POST /x', undefined, 'l')];
+    const next = { pk: { S: k } };
     send
-      .mockResolvedValueOnce({ Items: [marshall(pendingItem)], LastEvaluatedKey: next } as never)
-      .mockResolvedValueOnce({ Items: [marshall({ ...pendingItem, pk: 'l' })] } as never);
+      .mockResolvedValueOnce({ Items: [marshall({ ...pendingItem, pk: k })], LastEvaluatedKey: next } as never)
+      .mockResolvedValueOnce({ Items: [marshall({ ...pendingItem, pk: l })] } as never);
     const pages = await listed(repository.scan({ pageSize: 1 }));
-    expect(pages.map((page) => page.map((record) => record.key))).toEqual([['k'], ['l']]);
+    expect(pages.map((page) => page.map((record) => record.key))).toEqual([[k], [l]]);
     const starts = send.mock.calls.map(([command]) => (command as ScanCommand).input.ExclusiveStartKey);
     expect(starts).toEqual([undefined, next]);
+  });
+
+  it("lists only items whose key has the module's shape, and skips (never rewrites) one that does not parse", async () => {
+    const { repository, send } = mockedRepository();
+    const k = recordKey('POST /x', undefined, 'k');
+    send.mockResolvedValueOnce({
+      Items: [
+        marshall({ ...pendingItem, pk: 'ORDER#1' }), // the app's own item, with attributes named like the module's
+        marshall({ ...pendingItem, pk: recordKey('POST /x', undefined, 'bad'), pending_since: 'yesterday' }),
+        marshall({ ...pendingItem, pk: recordKey('POST /x', undefined, 'odd'), status: 'SHIPPED' }),
+        marshall({ ...pendingItem, pk: k }),
+      ],
+    } as never);
+    const pages = await listed(repository.scan({ pageSize: 10 }));
+    expect(pages.map((page) => page.map((record) => record.key))).toEqual([[k]]);
   });
 
   it('refuses to list one partition of a table without a sort key, before calling DynamoDB', async () => {

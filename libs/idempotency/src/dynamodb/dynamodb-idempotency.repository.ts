@@ -36,7 +36,7 @@ import {
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
-import { recordFromItem, responseAttribute } from './item-mapping';
+import { listedRecords, recordFromItem, responseAttribute } from './item-mapping';
 import {
   claimRequest,
   completion,
@@ -176,7 +176,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
               'query',
               new QueryCommand(queryRequest(this.tableName, this.layout, partition, pageSize, startKey)),
             );
-      yield (page.Items ?? []).flatMap((item) => recordFromItem(this.layout, item) ?? []);
+      yield listedRecords(this.layout, page.Items ?? []);
       startKey = page.LastEvaluatedKey as Record<string, never> | undefined;
     } while (startKey);
   }

@@ -2,6 +2,7 @@ import { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
+import { RECORD_KEY_SHAPE } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
 import { RecordAttribute, TableLayout } from './table-layout';
@@ -119,6 +120,39 @@ export function recordFromItem(
 }
 
 const logger = new Logger('Idempotency');
+
+const STATUSES = new Set<string>(['PENDING', 'COMPLETED', 'FAILED']);
+
+/**
+ * The module's records among a page of a listing or a sweep. An item whose key does not have the module's shape is
+ * another entity of a shared table, left out; one whose key has it but whose attributes do not parse (a status the
+ * module never writes, a time that is not a number) is reported and left out: neither is ever rewritten.
+ */
+export function listedRecords(layout: TableLayout, items: Record<string, unknown>[]): IdempotencyRecord[] {
+  return items.flatMap((item) => {
+    const record = recordFromItem(layout, item);
+    if (!record || !RECORD_KEY_SHAPE.test(record.key)) return [];
+    const problem = unparsable(record);
+    if (problem === undefined) return [record];
+    logger.warn({
+      msg: 'skipped an item that has a record key but does not parse as a record',
+      key: record.key,
+      problem,
+    });
+    return [];
+  });
+}
+
+/** What keeps a record read from a table from being one of the module's, or undefined. */
+function unparsable(record: IdempotencyRecord): string | undefined {
+  if (!STATUSES.has(record.status)) return `status ${JSON.stringify(record.status)}`;
+  if (typeof record.fingerprint !== 'string') return 'no fingerprint';
+  const times = { expires_at: record.expiresAt, pending_since: record.pendingSince, completed_at: record.completedAt };
+  for (const [name, value] of Object.entries(times)) {
+    if (value !== undefined && !Number.isFinite(value)) return `${name} is not a number`;
+  }
+  return undefined;
+}
 
 /**
  * The `response` attribute: JSON text, gzipped once large. One that would not fit in the item even compressed is

@@ -205,7 +205,8 @@ export function queryRequest(
   pageSize: number,
   startKey?: QueryCommandInput['ExclusiveStartKey'],
 ): QueryCommandInput {
-  const condition = '#pk = :partition AND begins_with(#sk, :prefix)';
+  // Without a key prefix, the partition alone: DynamoDB refuses begins_with on an empty string.
+  const condition = layout.keyPrefix ? '#pk = :partition AND begins_with(#sk, :prefix)' : '#pk = :partition';
   const projection = `${STATE}, #sk`;
   return {
     TableName: tableName,
@@ -214,7 +215,9 @@ export function queryRequest(
     KeyConditionExpression: condition,
     ProjectionExpression: projection,
     ExpressionAttributeNames: names(layout, condition, projection),
-    ExpressionAttributeValues: attributeValues({ ':partition': partition, ':prefix': layout.keyPrefix }),
+    ExpressionAttributeValues: attributeValues(
+      layout.keyPrefix ? { ':partition': partition, ':prefix': layout.keyPrefix } : { ':partition': partition },
+    ),
     ConsistentRead: true,
   };
 }

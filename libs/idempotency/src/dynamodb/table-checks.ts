@@ -104,7 +104,7 @@ export async function readinessProblem(
     ));
   } catch (error) {
     const where = await locationOf(client, tableName);
-    return `${describeTable(where)}: ${unusableBecause(error, where)}`;
+    return `${describeTable(where)}: ${unusableBecause(error, where, layout)}`;
   }
   const problem = keySchemaProblem(layout, description);
   return problem && `${describeTable(await locationOf(client, tableName))}: ${problem}`;
@@ -136,16 +136,20 @@ export function describeTable({ tableName, region, endpoint }: TableLocation): s
 }
 
 /** Why the table cannot be used, and what fixes it, from the error `DescribeTable` got. */
-export function unusableBecause(error: unknown, { tableName, region, endpoint }: TableLocation): string {
+export function unusableBecause(
+  error: unknown,
+  { tableName, region, endpoint }: TableLocation,
+  layout?: TableLayout,
+): string {
   const code = dynamoErrorCode(error);
   const create =
     `npx nestjs-dynamodb-idempotency table:create --table ${tableName}` +
-    `${region ? ` --region ${region}` : ''}${endpoint ? ` --endpoint ${endpoint}` : ''}`;
+    `${region ? ` --region ${region}` : ''}${endpoint ? ` --endpoint ${endpoint}` : ''}${layoutFlags(layout)}`;
   switch (code) {
     case 'CredentialsProviderError':
       return 'no AWS credentials were found. Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any non-empty values for a local endpoint such as dynalite or DynamoDB Local), use a profile or role, or pass clientConfig.credentials.';
     case 'ResourceNotFoundException':
-      return `the table does not exist. Create it once: ${create}, or ensureIdempotencyTable(client, '${tableName}') before the app starts.`;
+      return `the table does not exist. Create it once: ${create}, or ensureIdempotencyTable(client, '${tableName}') before the app starts.${localDatabases(endpoint, region)}`;
     case 'AccessDeniedException':
       return `these credentials may not call dynamodb:DescribeTable on it (${messageOf(error)}). Grant it (see IAM in the docs), or set failOnStartup: false.`;
     case 'UnrecognizedClientException':
@@ -154,6 +158,29 @@ export function unusableBecause(error: unknown, { tableName, region, endpoint }:
     default:
       return `DescribeTable failed with ${code} (${messageOf(error)}). Check that DynamoDB is reachable at this endpoint and region.`;
   }
+}
+
+/** The flags that give `table:create` a layout other than the default (renamed attributes: its options as JSON). */
+function layoutFlags(layout: TableLayout | undefined): string {
+  if (!layout) return '';
+  const renamed = Object.entries(layout.names).some(([name, stored]) => name !== stored);
+  return [
+    layout.partitionKey !== 'pk' || layout.sortKey ? ` --partition-key ${layout.partitionKey}` : '',
+    layout.sortKey ? ` --sort-key ${layout.sortKey}` : '',
+    layout.keyPrefix ? ` --key-prefix '${layout.keyPrefix}'` : '',
+    renamed ? ' --config <the module options as JSON, for attributeNames>' : '',
+  ].join('');
+}
+
+/** Whether an endpoint is on this machine (dynalite, DynamoDB Local). */
+export function isLocalEndpoint(endpoint: string | undefined): boolean {
+  return endpoint !== undefined && /^https?:\/\/(localhost|127\.|\[::1\])/.test(endpoint);
+}
+
+/** A local endpoint keeps one database per region and access key (DynamoDB Local): a table may be in another one. */
+function localDatabases(endpoint: string | undefined, region: string | undefined): string {
+  if (!isLocalEndpoint(endpoint)) return '';
+  return ` A local DynamoDB (DynamoDB Local) keeps one database per region and access key: a table created with another region or access key than this client's (region ${region ?? 'unset'}) is not seen here; the CLI's default region is us-east-1.`;
 }
 
 function messageOf(error: unknown): string {

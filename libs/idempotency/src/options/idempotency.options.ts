@@ -109,7 +109,7 @@ export type PartitionKeyValue = string | ((context: ExecutionContext, request?: 
  * HTTP request behind the call (an HTTP route, or a GraphQL operation over HTTP; undefined for message handlers), so
  * `(context, request) => request?.user?.id` works on every kind of route.
  */
-export type Scope = ((context: ExecutionContext, request?: any) => string | undefined) | false;
+export type Scope = ((context: ExecutionContext, request?: any) => string | number | undefined) | false;
 
 /** Per-route options of `@Idempotent()`. */
 /** How a call protects its key: claimed before the work (`lease`), or stored once after it (`optimistic`). */

@@ -1,7 +1,7 @@
 import { IdempotencyKeyMissingError } from '../errors/idempotency.errors';
 import { fingerprintValue } from '../keys/fingerprint';
 import { validateKey } from '../keys/idempotency-key';
-import { recordKey, scopePartition } from '../keys/record-key';
+import { recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { validateCallSettings } from '../options/option-checks';
 import { ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { replayedBody, storedResult } from '../response/stored-response.codec';
@@ -35,8 +35,9 @@ export function functionWork<T>(
       const key = validateKey(options.key);
       if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
       const { keyPrefix, sortKey } = module.layout;
-      const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, options.scope)) : undefined;
-      return fill(recordKey(`fn ${operation}`, options.scope, key), fingerprintValue(options.fingerprint), {
+      const scope = scopeText(options.scope);
+      const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, scope)) : undefined;
+      return fill(recordKey(`fn ${operation}`, scope, key), fingerprintValue(options.fingerprint), {
         ...options,
         partition,
       });

@@ -15,8 +15,8 @@ export interface ExecuteOptions extends CallSettings {
   key: string;
   /** What makes two calls "the same": any JSON value (e.g. the message payload). A different one is a mismatch. */
   fingerprint?: unknown;
-  /** Namespace for the key (a tenant, a consumer name). */
-  scope?: string;
+  /** Namespace for the key (a tenant, a consumer name); a number enters the record key as its decimal text. */
+  scope?: string | number;
   /** With a sort-key layout: the record's partition, instead of the key prefix and the scope's hash. */
   partitionKeyValue?: string;
 }

@@ -1,4 +1,5 @@
 import { ok } from 'node:assert/strict';
+import { recordKey } from '../keys/record-key';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { adminCases } from './contract-admin';
 import { claimCases } from './contract-claims';
@@ -70,7 +71,9 @@ export function describeRepositoryContract(
       },
       newKey: (): RecordLocation => {
         keys += 1;
-        return { key: `POST /contract#${name}-${process.pid}-${keys}`, partition: `contract-tenant-${keys % 2}` };
+        // A record key as the module writes them (an operation, `#`, a SHA-256): listings keep only those.
+        const key = recordKey('POST /contract', `${name}-${process.pid}`, String(keys));
+        return { key, partition: `contract-tenant-${keys % 2}` };
       },
       response: {
         statusCode: 201,
