@@ -1,4 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDbIdempotencyRepository, IdempotencyAdmin } from 'nestjs-dynamodb-idempotency';
+import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
 import { post, TestApp } from '../support/app';
 import { PLATFORM_ENGINES } from '../support/engines';
 import { scanTable } from '../support/table';
@@ -91,5 +93,42 @@ describe.each(PLATFORM_ENGINES)('failures, expiry and leases on %s, %s, %s layou
     expect(replay.text).toBe(successorResponse.text);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
     expect(runs().of('parked:g')).toBe(2);
+  });
+
+  it("a retry on the owner's own process right after an operator released the key runs at once, not 409", async () => {
+    const key = newKey();
+    const gate = `released-${keys}`; // a gate of its own: other tests' parked runs are left alone
+    const parked = (run: number) => runs().gates.get(`${gate}:${run}`);
+    const until = async (condition: () => unknown) => {
+      const giveUp = Date.now() + 5000;
+      while (!condition() && Date.now() < giveUp) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    const stuck = post(`${test.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key });
+    await until(() => parked(1));
+    const first = 1;
+    expect((await post(`${test.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key })).status).toBe(409);
+
+    // The operator releases it from elsewhere (the CLI: its own repository and admin, not this app's).
+    const { sortKey } = new TableLayout(scenario.layout);
+    const admin = new IdempotencyAdmin({
+      repository: new DynamoDbIdempotencyRepository({ client, tableName, ...scenario.layout }),
+      keyPrefix: scenario.layout.keyPrefix,
+      sortKey: sortKey !== undefined,
+    });
+    expect(await admin.release({ route: 'POST /payments/parked/:gate', key })).toMatchObject({ done: true });
+
+    const next = post(`${test.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key });
+    const started = await Promise.race([next, until(() => parked(first + 1)).then(() => 'ran the handler')]);
+    expect(started).toBe('ran the handler'); // not a 409 until the local lease ends
+    parked(first + 1)!();
+    const ran = await next;
+    expect(ran.status).toBe(201);
+    expect(JSON.parse(ran.text)).toEqual({ gate, run: first + 1 });
+
+    parked(first)!(); // the released owner finishes: its caller gets its own answer, its completion is refused
+    expect(JSON.parse((await stuck).text)).toEqual({ gate, run: first });
+    const replay = await post(`${test.url}/payments/parked/${gate}`, {}, { 'Idempotency-Key': key });
+    expect(replay.text).toBe(ran.text);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
   });
 });

@@ -154,7 +154,7 @@ export class IdempotencyAdmin {
     }
     const note =
       record.status === 'PENDING'
-        ? 'released: the next request runs the handler. If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer'
+        ? "released: the next request runs the handler, in any process (the owner's own included). If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer"
         : record.status === 'COMPLETED'
           ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
           : 'released: the next request runs the handler';

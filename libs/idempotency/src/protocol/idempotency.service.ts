@@ -193,8 +193,9 @@ export class IdempotencyService implements OnApplicationShutdown {
     let pollMs = FIRST_POLL_MS;
     for (let attempt = 1; ; attempt++) {
       const { flight, joined } = taken;
-      // Joined a claim this process won: the owner is here.
-      const local = joined && claim.claimed;
+      // Joined a claim this process won: the owner is here, confirmed in the store before a 409 (`SingleFlight.confirm`).
+      const localToken = joined && claim.claimed ? claim.claimToken : undefined;
+      let confirmed = localToken === undefined;
       let existing: IdempotencyRecord | undefined = claim.claimed
         ? localOwner(call, flight, claim.claimToken)
         : claim.existing;
@@ -210,9 +211,14 @@ export class IdempotencyService implements OnApplicationShutdown {
           return { replay: response };
         }
         const waitLeft = waitUntil - performance.now();
-        if (waitLeft <= 0)
+        if (waitLeft <= 0 && confirmed)
           throw new IdempotencyInFlightError(retryAfterSeconds(call, existing, this.clock.nowSeconds()));
-        if (local) {
+        if (waitLeft <= 0) {
+          confirmed = true;
+          existing = await this.flights.confirm(call, flight, localToken!);
+          continue;
+        }
+        if (localToken !== undefined) {
           // The owner is in this process: wait for it to settle, then look again (the cache has its result).
           await flight.settledWithin(waitLeft);
           break;

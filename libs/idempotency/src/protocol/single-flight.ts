@@ -108,6 +108,19 @@ export class SingleFlight {
     return { flight, joined: false };
   }
 
+  /**
+   * The record of a key a local owner holds, as the store has it, read once before a duplicate is told it is in flight:
+   * an operator may have released the key meanwhile (`keys:release`), and then the next request must run, not wait for
+   * the local lease. Still this claim's: the local owner's record. Otherwise the flight ends (the owner's completion
+   * will be refused) and the record read, if any, is returned.
+   */
+  async confirm(call: ProtectedCall, flight: Flight, claimToken: string): Promise<IdempotencyRecord | undefined> {
+    const record = await this.repository.get({ key: call.recordKey, partition: call.partition });
+    if (record?.status === 'PENDING' && record.claimToken === claimToken) return localOwner(call, flight, claimToken);
+    this.forget(call.recordKey, flight);
+    return record;
+  }
+
   /** Ends a flight: requests waiting on it look again. A successor's flight for the same key is left alone. */
   forget(recordKey: string, flight: Flight): void {
     if (this.flights.get(recordKey) === flight) this.flights.delete(recordKey);
