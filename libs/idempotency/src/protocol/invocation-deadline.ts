@@ -55,7 +55,8 @@ async function settledBeforeDeadline(invocation: Invocation): Promise<void> {
       continue;
     }
     let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, leftMs)));
+    // Unref'd: the Lambda runtime keeps the process alive while it awaits the invocation; nothing else should.
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, leftMs).unref()));
     await Promise.race([calls, deadline]);
     clearTimeout(timer);
   }

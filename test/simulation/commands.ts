@@ -1,0 +1,192 @@
+import fc from 'fast-check';
+import { Fleet, KEYS, recordKeyOf } from './fleet';
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * Lets every promise chain the last step started run as far as it can: until no call to the store is waiting for its
+ * answer (dynalite answers over HTTP; the in-memory store in microtasks), twice in a row.
+ */
+async function settle(fleet: Fleet): Promise<void> {
+  for (let quiet = 0, tries = 0; quiet < 2 && tries < 2000; tries++) {
+    await turn();
+    quiet = fleet.store.pending.calls === 0 ? quiet + 1 : 0;
+    if (quiet === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await turn();
+}
+
+/** A step of the simulation: it acts on the fleet, lets it settle, then checks every invariant. */
+abstract class Step implements fc.AsyncCommand<object, Fleet> {
+  check(): boolean {
+    return true;
+  }
+  async run(_model: object, fleet: Fleet): Promise<void> {
+    await this.act(fleet);
+    await settle(fleet);
+    await fleet.check();
+    if (fleet.violations.length > 0) throw new Error(fleet.violations.join('\n'));
+  }
+  protected abstract act(fleet: Fleet): void | Promise<void>;
+  abstract toString(): string;
+}
+
+/** A client sends a request (its body `variant`; 0 mostly); on the Lambda instance, `early` answers before the run ends. */
+export class Send extends Step {
+  constructor(
+    readonly instance: number,
+    readonly key: number,
+    readonly variant: number,
+    readonly early: boolean,
+  ) {
+    super();
+  }
+  act(fleet: Fleet) {
+    fleet.send(this.instance, this.key, this.variant, this.early);
+  }
+  toString() {
+    return `send(instance ${this.instance}, key ${this.key}, body ${this.variant}${this.early ? ', answered early' : ''})`;
+  }
+}
+
+/** A running handler (the `pick`-th that can run: not on a crashed or frozen instance) returns, or fails. */
+export class Finish extends Step {
+  constructor(
+    readonly pick: number,
+    readonly outcome: 'ok' | 'fail',
+  ) {
+    super();
+  }
+  act(fleet: Fleet) {
+    const runnable = fleet.executions.filter(
+      (run) => run.state === 'running' && !run.instance.crashed && !run.instance.frozen,
+    );
+    if (runnable.length > 0) runnable[this.pick % runnable.length].finish(this.outcome);
+  }
+  toString() {
+    return `finish(run #${this.pick}, ${this.outcome})`;
+  }
+}
+
+/** True time moves on (leases end, cached answers age, records expire, Lambda deadlines pass). */
+export class Advance extends Step {
+  constructor(readonly seconds: number) {
+    super();
+  }
+  act(fleet: Fleet) {
+    fleet.advance(this.seconds);
+  }
+  toString() {
+    return `advance(${this.seconds} s)`;
+  }
+}
+
+/** An instance's clock drifts, within the skew the module is configured for (offsets of ±1 s: at most 2 s apart). */
+export class Skew extends Step {
+  constructor(
+    readonly instance: number,
+    readonly offsetSeconds: number,
+  ) {
+    super();
+  }
+  act(fleet: Fleet) {
+    fleet.instances[this.instance].clock.offsetMs = this.offsetSeconds * 1000;
+  }
+  toString() {
+    return `skew(instance ${this.instance}, ${this.offsetSeconds} s)`;
+  }
+}
+
+/** A long-lived process dies mid-run and restarts. */
+export class Crash extends Step {
+  constructor(readonly instance: number) {
+    super();
+  }
+  act(fleet: Fleet) {
+    if (!fleet.instances[this.instance].lambda) fleet.crash(this.instance);
+  }
+  toString() {
+    return `crash(instance ${this.instance})`;
+  }
+}
+
+/** The store throttles an instance's next claim. */
+export class Throttle extends Step {
+  constructor(readonly instance: number) {
+    super();
+  }
+  act(fleet: Fleet) {
+    fleet.instances[this.instance].repository.throttleNext += 1;
+  }
+  toString() {
+    return `throttle(instance ${this.instance})`;
+  }
+}
+
+/** An operator removes a key's record through an instance's `IdempotencyAdmin` (purge, or release with force). */
+export class Remove extends Step {
+  constructor(
+    readonly instance: number,
+    readonly key: number,
+    readonly how: 'purge' | 'release' | 'release --force',
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const instance = fleet.instances[this.instance];
+    if (instance.crashed || instance.frozen) return;
+    const selector = { recordKey: recordKeyOf(this.key) };
+    const result =
+      this.how === 'purge'
+        ? await instance.admin.purge(selector)
+        : await instance.admin.release(selector, { force: this.how === 'release --force' });
+    if (result.done) fleet.removed(this.key, instance);
+  }
+  toString() {
+    return `${this.how}(instance ${this.instance}, key ${this.key})`;
+  }
+}
+
+/** The reconciler sweeps the store from an instance: stuck PENDING records (lease passed) are marked FAILED. */
+export class Sweep extends Step {
+  constructor(readonly instance: number) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const instance = fleet.instances[this.instance];
+    if (!instance.crashed && !instance.frozen) await instance.reconciler.sweep({ maxPagesPerSecond: 1000 });
+  }
+  toString() {
+    return `sweep(instance ${this.instance})`;
+  }
+}
+
+const instance = fc.integer({ min: 0, max: 2 });
+const key = fc.integer({ min: 0, max: KEYS - 1 });
+
+/** Every step, weighted: mostly requests and runs finishing, then time, faults and operators. */
+export const steps = [
+  fc
+    .tuple(instance, key, fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.constant(1)), fc.boolean())
+    .map(([i, k, variant, early]) => new Send(i, k, variant, early)),
+  fc.tuple(instance, key, fc.constant(0), fc.boolean()).map(([i, k, variant, early]) => new Send(i, k, variant, early)),
+  fc
+    .tuple(fc.nat(5), fc.constantFrom<'ok' | 'fail'>('ok', 'ok', 'fail'))
+    .map(([pick, outcome]) => new Finish(pick, outcome)),
+  fc.tuple(fc.nat(5), fc.constant<'ok'>('ok')).map(([pick, outcome]) => new Finish(pick, outcome)),
+  fc.constantFrom(1, 5, 11, 21, 33, 601).map((seconds) => new Advance(seconds)),
+  fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
+  fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
+  instance.map((i) => new Throttle(i)),
+  fc
+    .tuple(
+      instance,
+      key,
+      fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
+    )
+    .map(([i, k, how]) => new Remove(i, k, how)),
+  instance.map((i) => new Sweep(i)),
+];
+
+/** Which instances keep a replay cache (instance 2 is the Lambda container). */
+export const fleetLayouts = fc.tuple(fc.boolean(), fc.boolean(), fc.boolean()).map((cached) => ({ cached }));

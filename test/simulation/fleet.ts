@@ -1,0 +1,369 @@
+import {
+  IdempotencyAdmin,
+  IdempotencyError,
+  IdempotencyInFlightError,
+  IdempotencyReconciler,
+  IdempotencyRecord,
+  IdempotencyService,
+  IdempotencyTelemetry,
+} from 'nestjs-dynamodb-idempotency';
+import type { CallTracking } from '../../libs/idempotency/src/protocol/call-tracking';
+import { resolveOptions } from '../../libs/idempotency/src/options/resolved-options';
+import { recordKey } from '../../libs/idempotency/src/keys/record-key';
+import { runBefore } from '../../libs/idempotency/src/protocol/invocation-deadline';
+import { StoreReadiness } from '../../libs/idempotency/src/startup/store-readiness';
+import { INVARIANTS, InvariantId } from './invariants';
+import { InstanceClock, InstanceRepository, SimulatedStore, Time } from './stores';
+
+/** The fleet's settings: a 30 s lease, a 2 s clock-skew margin, answers kept 600 s, cached answers trusted 10 s. */
+export const LEASE_SECONDS = 30;
+export const SKEW_SECONDS = 2;
+export const TTL_SECONDS = 600;
+export const MAX_AGE_SECONDS = 10;
+/** A Lambda invocation's time limit. */
+export const INVOCATION_SECONDS = 20;
+/** The keys: 0 and 1 in lease mode, 2 optimistic. */
+export const KEYS = 3;
+export const modeOf = (key: number) => (key === 2 ? 'optimistic' : 'lease');
+export const recordKeyOf = (key: number) => recordKey('fn simulated', undefined, `key-${key}`);
+
+/** A handler's run: which request started it, on which instance, and what became of it. */
+export interface Execution {
+  id: number;
+  key: number;
+  instance: Instance;
+  /** When the run started: its place in the order of events, and the end of its lease (true time, ms). */
+  seq: number;
+  leaseEndMs: number;
+  state: 'running' | 'succeeded' | 'failed';
+  finish(outcome: 'ok' | 'fail'): void;
+}
+
+/** One request: what the client was answered, once it was. */
+export interface Request {
+  id: number;
+  key: number;
+  variant: number;
+  instance: Instance;
+  execution?: Execution;
+  answer?: { value: unknown } | { error: unknown };
+  checked: boolean;
+}
+
+/** A process of the fleet: long-lived, or a Lambda container (frozen between invocations). */
+export class Instance {
+  readonly clock: InstanceClock;
+  readonly repository: InstanceRepository;
+  readonly service: IdempotencyService;
+  readonly admin: IdempotencyAdmin;
+  readonly reconciler: IdempotencyReconciler;
+  frozen = false;
+  crashed = false;
+  /** A Lambda container's invocation in progress: its deadline (true time, ms). */
+  invocationDeadlineMs?: number;
+
+  constructor(
+    readonly index: number,
+    readonly lambda: boolean,
+    readonly cached: boolean,
+    fleet: Fleet,
+  ) {
+    this.clock = new InstanceClock(fleet.time);
+    this.repository = fleet.store.repositoryFor(this.clock);
+    const options = resolveOptions({
+      pendingTtlSeconds: LEASE_SECONDS,
+      clockSkewSeconds: SKEW_SECONDS,
+      ttlSeconds: TTL_SECONDS,
+      replayCache: cached ? { maxEntries: 100, maxAgeSeconds: MAX_AGE_SECONDS } : { enabled: false },
+      startupCheck: false,
+    });
+    const tracking = { tracked: false } as CallTracking;
+    const telemetry = new IdempotencyTelemetry();
+    this.reconciler = new IdempotencyReconciler(this.repository, this.clock, telemetry, options);
+    const readiness = new StoreReadiness(this.repository, options);
+    this.service = new IdempotencyService(this.repository, this.clock, telemetry, options, readiness, tracking);
+    this.admin = new IdempotencyAdmin({
+      repository: this.repository,
+      clock: this.clock,
+      sortKey: fleet.store.layout.keySchema?.sortKey !== undefined,
+      onRemoved: ({ key }) => this.service.forget(key),
+    });
+  }
+
+  get name(): string {
+    return `${this.lambda ? 'lambda' : 'process'} ${this.index}`;
+  }
+}
+
+/** What was stored for a key, and when it stopped being the answer (an operator's removal, or its expiry). */
+interface StoredAnswer {
+  exec: number;
+  expiresAt: number;
+  removedMs?: number;
+  removedBy?: Instance;
+}
+
+/**
+ * Several instances of the module over one store, driven step by step by the simulation's commands, and the checks
+ * of the invariants (./invariants.ts) after every step. A violation is recorded with the invariant's id and what was
+ * seen; the spec fails on the first.
+ */
+export class Fleet {
+  readonly instances: Instance[];
+  readonly executions: Execution[] = [];
+  readonly requests: Request[] = [];
+  readonly violations: string[] = [];
+  /** Per key: the answers stored over time, the current one last. */
+  private readonly answers = new Map<number, StoredAnswer[]>();
+  /** Per key: operator removals (true time, ms; place in the order of events) and by which instance. */
+  private readonly removals = new Map<number, { ms: number; seq: number; by: Instance }[]>();
+  private seq = 0;
+
+  constructor(
+    readonly layout: { cached: boolean[] },
+    readonly store: SimulatedStore,
+    readonly time: Time,
+  ) {
+    this.instances = layout.cached.map((cached, index) => new Instance(index, index === 2, cached, this));
+  }
+
+  /** Sends a request for `key` (`variant` is its body: 0 and 1 differ) through the instance. */
+  send(index: number, key: number, variant: number, early: boolean): void {
+    const instance = this.instances[index];
+    if (instance.crashed) return;
+    const request: Request = { id: this.requests.length + 1, key, variant, instance, checked: false };
+    this.requests.push(request);
+    const call = () =>
+      instance.service.execute(
+        { operation: 'simulated', key: `key-${key}`, fingerprint: { variant }, mode: modeOf(key) },
+        (context) => this.run(request, context.claimToken),
+      );
+    if (!instance.lambda) {
+      this.answered(request, call());
+      return;
+    }
+    // A Lambda container: thawed by the invocation, which ends when its handler's promise resolves, and is then
+    // frozen again (an `early` handler answers first, as a timeout interceptor does).
+    instance.frozen = false;
+    const deadlineMs = this.time.ms + INVOCATION_SECONDS * 1000;
+    instance.invocationDeadlineMs = deadlineMs;
+    const invocation = runBefore(deadlineMs, () => {
+      const answer = call();
+      this.answered(request, answer);
+      return early ? Promise.resolve('answered early') : answer.catch(() => 'error');
+    });
+    void invocation.then(() => {
+      if (instance.invocationDeadlineMs !== deadlineMs) return; // timed out meanwhile
+      instance.invocationDeadlineMs = undefined;
+      if (request.answer === undefined) {
+        this.violate('invocation-ends-settled', `request ${request.id} on ${instance.name} had not settled`);
+      }
+      instance.frozen = true;
+    });
+  }
+
+  /** The handler: a run that waits for the simulation to finish it. */
+  private async run(request: Request, claimToken: string): Promise<unknown> {
+    const { key, instance } = request;
+    const startedMs = this.time.ms;
+    const record = await this.store.read(recordKeyOf(key));
+    const execution: Execution = {
+      id: this.executions.length + 1,
+      key,
+      instance,
+      seq: this.nextSeq(),
+      // The lease as written, read back in true time (the instance's clock may be skewed).
+      leaseEndMs:
+        record && record.claimToken === claimToken
+          ? record.expiresAt * 1000 - instance.clock.offsetMs
+          : startedMs + LEASE_SECONDS * 1000,
+      state: 'running',
+      finish: () => undefined,
+    };
+    this.checkExecution(execution);
+    this.executions.push(execution);
+    request.execution = execution;
+    return await new Promise((resolve, reject) => {
+      execution.finish = (outcome) => {
+        execution.state = outcome === 'ok' ? 'succeeded' : 'failed';
+        if (outcome === 'ok') resolve({ exec: execution.id });
+        else reject(new Error(`run ${execution.id} failed (a provider's 502)`));
+      };
+    });
+  }
+
+  private answered(request: Request, answer: Promise<unknown>): void {
+    answer.then(
+      (value) => (request.answer = { value }),
+      (error: unknown) => (request.answer = { error }),
+    );
+  }
+
+  /** Invariant 1, when a run starts: no other run of the key may still own it, and none may have completed it. */
+  private checkExecution(execution: Execution): void {
+    if (modeOf(execution.key) !== 'lease') return;
+    const now = this.time.ms;
+    const lastRelease = this.lastRelease(execution.key);
+    for (const other of this.executions) {
+      if (other.key !== execution.key || other.seq < lastRelease) continue;
+      if (other.state === 'running' && other.leaseEndMs > now + 1000) {
+        this.violate('one-execution', `run ${execution.id} started while run ${other.id} still held the lease`);
+      }
+      // Expired by every clock of the fleet (within the skew): then a new first run is due.
+      const stored = this.currentAnswer(execution.key);
+      if (other.state === 'succeeded' && stored?.exec === other.id && this.unexpired(stored)) {
+        this.violate('one-execution', `run ${execution.id} started after run ${other.id} completed the key`);
+      }
+    }
+  }
+
+  private currentAnswer(key: number): StoredAnswer | undefined {
+    const answers = this.answers.get(key) ?? [];
+    const last = answers.at(-1);
+    return last && last.removedMs === undefined ? last : undefined;
+  }
+
+  /** Notes an operator's removal of the key's record (through an instance's `IdempotencyAdmin`). */
+  removed(key: number, by: Instance): void {
+    const removals = this.removals.get(key) ?? [];
+    removals.push({ ms: this.time.ms, seq: this.nextSeq(), by });
+    this.removals.set(key, removals);
+    const current = this.currentAnswer(key);
+    if (current) Object.assign(current, { removedMs: this.time.ms, removedBy: by });
+  }
+
+  /** Moves true time; a Lambda invocation past its deadline is timed out (its container frozen). */
+  advance(seconds: number): void {
+    this.time.ms += seconds * 1000;
+    for (const instance of this.instances) {
+      if (instance.invocationDeadlineMs !== undefined && instance.invocationDeadlineMs <= this.time.ms) {
+        instance.invocationDeadlineMs = undefined;
+        instance.frozen = true;
+      }
+    }
+  }
+
+  /** A process dies: its runs never finish, its leases are not renewed. It restarts with an empty cache. */
+  crash(index: number): void {
+    const instance = this.instances[index];
+    instance.crashed = true;
+    instance.service.onApplicationShutdown();
+    this.instances[index] = new Instance(index, instance.lambda, instance.cached, this);
+  }
+
+  /** After each step: what is stored now, then every answer given since the last step (invariant 2 and the 409 rule). */
+  async check(): Promise<void> {
+    const records = new Map<number, IdempotencyRecord | undefined>();
+    for (let key = 0; key < KEYS; key++) records.set(key, await this.store.read(recordKeyOf(key)));
+    const foreign = await this.store.foreignChanges();
+    if (foreign) this.violate('own-items-only', foreign);
+    for (let key = 0; key < KEYS; key++) this.readStored(key, records.get(key));
+    for (const request of this.requests) {
+      if (request.answer === undefined || request.checked) continue;
+      request.checked = true;
+      this.checkAnswer(request, records.get(request.key));
+    }
+  }
+
+  private readStored(key: number, record: IdempotencyRecord | undefined): void {
+    const answers = this.answers.get(key) ?? [];
+    this.answers.set(key, answers);
+    const current = this.currentAnswer(key);
+    const body = record?.status === 'COMPLETED' ? (record.response?.body as { exec?: number } | undefined) : undefined;
+    if (body?.exec === undefined) return;
+    if (current?.exec === body.exec) return;
+    answers.push({ exec: body.exec, expiresAt: record!.expiresAt });
+  }
+
+  /** Invariant 2: once a key completed, every answer for it is the stored one, or a documented error. */
+  private checkAnswer(request: Request, record: IdempotencyRecord | undefined): void {
+    const { key, answer } = request;
+    const now = this.time.ms;
+    if (answer === undefined) return;
+    if ('error' in answer) {
+      if (answer.error instanceof IdempotencyInFlightError) {
+        if (record?.status !== 'PENDING' && !this.holder(key)) {
+          this.violate('in-flight-held', `request ${request.id} was answered in flight, but no run holds the key`);
+        }
+        return;
+      }
+      if (answer.error instanceof IdempotencyError) return;
+      // The run's own error: in optimistic mode, never when the same request had already completed.
+      const stored = this.currentAnswer(key);
+      if (
+        modeOf(key) === 'optimistic' &&
+        stored &&
+        this.unexpired(stored) &&
+        this.sameRequest(key, stored.exec, request.variant)
+      ) {
+        this.violate('one-answer', `request ${request.id} got its run's error, but run ${stored.exec} completed it`);
+      }
+      return;
+    }
+    const exec = (answer.value as { exec: number }).exec;
+    if (request.execution?.id === exec) return; // the caller that ran it gets its own result
+    const answers = this.answers.get(key) ?? [];
+    const stored = answers.find((candidate) => candidate.exec === exec);
+    if (stored === undefined) {
+      this.violate('one-answer', `request ${request.id} was answered with run ${exec}, which was never stored`);
+      return;
+    }
+    if (stored === this.currentAnswer(key)) return;
+    if (stored.removedMs !== undefined) {
+      const withinBound = now < stored.removedMs + MAX_AGE_SECONDS * 1000 && stored.removedBy !== request.instance;
+      if (!withinBound) {
+        this.violate(
+          'purge-honoured',
+          `request ${request.id} on ${request.instance.name} replayed run ${exec} ${(now - stored.removedMs) / 1000} s after it was removed`,
+        );
+      }
+      return;
+    }
+    if (now > (stored.expiresAt + 1 + SKEW_SECONDS) * 1000) {
+      this.violate('one-answer', `request ${request.id} replayed run ${exec}, which is not the stored answer`);
+    }
+  }
+
+  /** Whether a stored answer is unexpired by every clock of the fleet (they are at most the skew apart). */
+  private unexpired(stored: StoredAnswer): boolean {
+    return stored.expiresAt * 1000 >= this.time.ms + SKEW_SECONDS * 1000;
+  }
+
+  /** Whether a run that started under a claim of the key is still running within its lease. */
+  private holder(key: number): boolean {
+    const released = this.lastRelease(key);
+    return this.executions.some(
+      (run) =>
+        run.key === key &&
+        run.state === 'running' &&
+        !run.instance.crashed &&
+        run.seq > released &&
+        run.leaseEndMs > this.time.ms,
+    );
+  }
+
+  /** When an operator last removed the key's record (its place in the order of events), or 0. */
+  private lastRelease(key: number): number {
+    return Math.max(0, ...(this.removals.get(key) ?? []).map((removal) => removal.seq));
+  }
+
+  private nextSeq(): number {
+    return ++this.seq;
+  }
+
+  /** Whether the stored run answered a request with this body. */
+  private sameRequest(key: number, exec: number, variant: number): boolean {
+    return this.requests.some(
+      (request) => request.key === key && request.execution?.id === exec && request.variant === variant,
+    );
+  }
+
+  violate(id: InvariantId, detail: string): void {
+    this.violations.push(`${INVARIANTS[id]} — violated: ${detail}`);
+  }
+
+  /** Stops every instance's timers. */
+  stop(): void {
+    for (const instance of this.instances) instance.service.onApplicationShutdown();
+  }
+}

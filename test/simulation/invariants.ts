@@ -1,0 +1,20 @@
+/**
+ * The invariants the module keeps, as docs/invariants.md states them (a test checks that the page says each one word
+ * for word): the simulation (./fleet.ts) checks every one after every step.
+ */
+export const INVARIANTS = {
+  'one-execution':
+    'One execution per key: a lease-mode run starts only when no other run of the key holds an unexpired lease and no run has completed the key since its last release point (a non-final error, an operator’s release or purge, the record’s expiry).',
+  'one-answer':
+    'One answer per key: once a key completed, every answer for it from any process is the stored response (or the answer of the caller whose own run it was, or a documented error); in optimistic mode a duplicate whose own run failed gets the stored response.',
+  'purge-honoured':
+    'A purge is honoured: after an operator removes a completed record, the process that removed it never answers the removed response again, and no other process does once replayCache.maxAgeSeconds has passed.',
+  'invocation-ends-settled':
+    'An AWS Lambda invocation (withLambdaContext) ends only once every protected call it started has settled, unless its deadline came first.',
+  'in-flight-held':
+    'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release.',
+  'own-items-only':
+    'Only its own items: nothing the module does (requests, sweeps, operators’ commands) changes an item of the table that is not one of its records.',
+} as const;
+
+export type InvariantId = keyof typeof INVARIANTS;
