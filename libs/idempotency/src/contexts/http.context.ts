@@ -26,8 +26,8 @@ export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 export class HttpContextAdapter implements ContextAdapter {
   private readonly logger = new Logger('Idempotency');
   private readonly serialization: ClassSerialization;
-  /** Routes whose handler sent a response itself, logged once each. */
-  private readonly writtenRoutes = new Set<string>();
+  /** What was logged once per route (`<what> <operation>`): a body nothing parsed, a response the handler sent. */
+  private readonly loggedOnce = new Set<string>();
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
@@ -142,24 +142,32 @@ export class HttpContextAdapter implements ContextAdapter {
   /** Logs, once per route, why a response the handler sent itself is not replayed. */
   private writtenByHandler(call: InterceptedCall): void {
     const operation = this.operation(call);
-    if (this.writtenRoutes.has(operation)) return;
-    this.writtenRoutes.add(operation);
+    if (!this.firstTime(`sent ${operation}`)) return;
     this.logger.warn({
       msg: 'the handler sent the response itself (res.json()/res.send() with @Res({ passthrough: true })), so its body cannot be stored: the key is recorded as done without a body and duplicates get 409 response-not-stored. Return the body instead of sending it',
       operation,
     });
   }
 
-  /** A body that could not be fingerprinted is logged (it answers 500 body-unreadable); every error is thrown on. */
+  /**
+   * A body that could not be fingerprinted answers 415 body-unreadable (the client sent a content type nothing here
+   * reads); why, and the fix, go to the log once per route. Every error is thrown on.
+   */
   private unreadable(error: unknown, operation: string): never {
-    if (error instanceof IdempotencyBodyUnreadableError) {
-      this.logger.error({
-        msg: 'answering 500 body-unreadable: the body could not be fingerprinted',
+    if (error instanceof IdempotencyBodyUnreadableError && this.firstTime(`unreadable ${operation}`)) {
+      this.logger.warn({
+        msg: 'answering 415 body-unreadable: the body could not be fingerprinted (logged once per route)',
         operation,
         reason: error.message,
       });
     }
     throw error;
+  }
+
+  private firstTime(what: string): boolean {
+    if (this.loggedOnce.has(what)) return false;
+    this.loggedOnce.add(what);
+    return true;
   }
 
   /** The method and the route: its `name`, else the template (with the API version that served the request). */

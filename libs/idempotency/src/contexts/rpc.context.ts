@@ -49,8 +49,11 @@ export class RpcContextAdapter implements ContextAdapter {
     return replayedBody(stored);
   }
 
+  /** The problem body; with a retry delay (409 in flight, 503) its seconds as `retryAfterSeconds`, as HTTP's `Retry-After`. */
   problem(error: IdempotencyError): Error {
     const { RpcException } = loadMicroservices();
-    return new RpcException(IdempotencyProblemException.from(error).problem);
+    const { problem, headers } = IdempotencyProblemException.from(error);
+    const retryAfter = headers['Retry-After'];
+    return new RpcException(retryAfter === undefined ? problem : { ...problem, retryAfterSeconds: Number(retryAfter) });
   }
 }

@@ -71,17 +71,17 @@ export class IdempotencyCommitRejectedError extends IdempotencyError {
   constructor(
     /** Its position among the `commitWith` writes, from 0. */
     readonly writeIndex: number,
-    /** `Put on orders`, `Update on stock`, … */
+    /** `Put on orders`, `Update on stock`, …: for the log, never the client (it names the application's table). */
     readonly write: string,
   ) {
     super(
-      `Write ${writeIndex} (${write}) given to commitWith failed its condition; nothing was written. The request was ` +
-        'not applied; the same key may be retried.',
+      `Write ${writeIndex} given to commitWith failed its condition; nothing was written. The request was not ` +
+        'applied; the same key may be retried.',
     );
   }
 
   override problemExtensions(): Record<string, unknown> {
-    return { writeIndex: this.writeIndex, write: this.write };
+    return { writeIndex: this.writeIndex };
   }
 }
 

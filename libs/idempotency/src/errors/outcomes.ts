@@ -74,7 +74,14 @@ export const PROBLEMS = {
       'A request with this idempotency key was processed, but its stored response cannot be read. ' +
       'It will not be processed again.',
   },
-  body_unreadable: { slug: 'body-unreadable', title: 'Request body not readable', status: 500 },
+  body_unreadable: {
+    slug: 'body-unreadable',
+    title: 'Unsupported request body',
+    status: 415,
+    detail:
+      'The request body could not be read for this operation (its content type is not one the operation accepts). ' +
+      'The request was not processed.',
+  },
   scope_failed: { slug: 'scope-failed', title: 'Idempotency scope failed', status: 500 },
   store_misconfigured: {
     slug: 'store-misconfigured',

@@ -1,10 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
-import {
-  IdempotencyCommitRejectedError,
-  IdempotencyInFlightError,
-  IdempotencyMismatchError,
-} from '../errors/idempotency.errors';
+import { IdempotencyInFlightError, IdempotencyMismatchError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { CommitWrite } from '../repository/commit-write';
@@ -12,7 +8,7 @@ import { isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, PutCompletedResult } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { completedResponse } from './completed-response';
-import { describeWrite, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
+import { commitRejected, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
@@ -108,7 +104,7 @@ export class OptimisticRun {
       return undefined;
     }
     if (put.reason === 'commit_rejected') {
-      throw new IdempotencyCommitRejectedError(put.writeIndex, describeWrite(writes[put.writeIndex]));
+      throw commitRejected(this.logger, call, put.writeIndex, writes);
     }
     const { current } = put;
     if (current.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();

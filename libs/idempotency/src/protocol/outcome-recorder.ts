@@ -86,7 +86,7 @@ export class OutcomeRecorder {
     }
     if (completion.reason === 'commit_rejected') {
       await this.release(call, claimToken);
-      throw new IdempotencyCommitRejectedError(completion.writeIndex, describeWrite(writes[completion.writeIndex]));
+      throw commitRejected(this.logger, call, completion.writeIndex, writes);
     }
     throw new IdempotencyLeaseLostError(
       completion.current ? retryAfterSeconds(call, completion.current, this.clock.nowSeconds()) : 1,
@@ -239,6 +239,23 @@ export const writeOutcome = (result: { ok: true } | { ok: false; reason: string 
   result.ok ? 'won' : result.reason;
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
+/** A `commitWith` write refused by its own condition: the client learns its index, the log which write it was. */
+export function commitRejected(
+  logger: Logger,
+  call: ProtectedCall,
+  writeIndex: number,
+  writes: CommitWrite[],
+): IdempotencyCommitRejectedError {
+  const write = describeWrite(writes[writeIndex]);
+  logger.warn({
+    msg: 'a commitWith write failed its condition; nothing was written',
+    key: call.recordKey,
+    writeIndex,
+    write,
+  });
+  return new IdempotencyCommitRejectedError(writeIndex, write);
+}
+
 export function describeWrite(write: CommitWrite | undefined): string {
   const [action, target] = Object.entries(write ?? {})[0] ?? ['write', undefined];
   const table = (target as { TableName?: string } | undefined)?.TableName;
