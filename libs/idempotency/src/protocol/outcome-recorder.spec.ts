@@ -186,6 +186,7 @@ describe('OutcomeRecorder', () => {
 
   it('releases the key and names the write when one of the writes failed its own condition, warning of nothing', async () => {
     const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     const token = await claimed();
     jest.spyOn(repository, 'complete').mockResolvedValueOnce({ ok: false, reason: 'commit_rejected', writeIndex: 1 });
     const writes = [
@@ -198,7 +199,10 @@ describe('OutcomeRecorder', () => {
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'FAILED' });
     // A refused write is the handler's outcome (409 commit-rejected), not a refused completion.
     expect(warnings).not.toHaveBeenCalled();
+    // The client learns the index; the log which write, on which table.
+    expect(logs).toHaveBeenCalledWith(expect.objectContaining({ writeIndex: 1, write: 'Update on stock' }));
     warnings.mockRestore();
+    logs.mockRestore();
   });
 
   it('counts and warns of the same claim completing twice (a retried completion that had landed)', async () => {

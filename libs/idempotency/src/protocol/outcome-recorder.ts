@@ -239,7 +239,10 @@ export const writeOutcome = (result: { ok: true } | { ok: false; reason: string 
   result.ok ? 'won' : result.reason;
 
 /** `Put on orders`: a write as the commit-rejected problem names it. */
-/** A `commitWith` write refused by its own condition: the client learns its index, the log which write it was. */
+/**
+ * A `commitWith` write refused by its own condition: the handler's outcome, not a fault (logged, not warned). The
+ * client learns the write's index; the log which write it was, on which table.
+ */
 export function commitRejected(
   logger: Logger,
   call: ProtectedCall,
@@ -247,7 +250,7 @@ export function commitRejected(
   writes: CommitWrite[],
 ): IdempotencyCommitRejectedError {
   const write = describeWrite(writes[writeIndex]);
-  logger.warn({
+  logger.log({
     msg: 'a commitWith write failed its condition; nothing was written',
     key: call.recordKey,
     writeIndex,
