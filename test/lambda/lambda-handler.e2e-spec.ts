@@ -108,4 +108,15 @@ describe.each(ENGINES)('the Lambda handler on %s', (engine) => {
     const { Items = [] } = await client.send(new ScanCommand({ TableName: env.ORDERS_TABLE, ConsistentRead: true }));
     expect(Items.filter((item) => item.id.S === JSON.parse(first.body).id)).toHaveLength(1);
   });
+
+  it('a bootstrap that failed (the table not created yet) is tried again by the next invocation, not kept', async () => {
+    const late = { ...env, IDEMPOTENCY_TABLE: uniqueTableName('lambda_late') };
+    const handler = lambdaHandler(configFromEnv(late));
+    containers.push(handler);
+    const key = `lambda-${engine}-late-table`;
+    // The startup check fails: the missing table is named, with the command that creates it.
+    await expect(invoke(handler, orderEvent('api-gateway-v2', key, order))).rejects.toThrow(/table:create/);
+    await createIdempotencyTable(client, late.IDEMPOTENCY_TABLE);
+    expect((await invoke(handler, orderEvent('api-gateway-v2', key, order))).statusCode).toBe(201);
+  });
 });
