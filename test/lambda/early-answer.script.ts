@@ -9,34 +9,16 @@ import { appendFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { configure as serverlessExpress } from '@codegenie/serverless-express';
-import {
-  Body,
-  CallHandler,
-  Controller,
-  ExecutionContext,
-  Injectable,
-  Module,
-  NestInterceptor,
-  Post,
-  RequestTimeoutException,
-  UseInterceptors,
-} from '@nestjs/common';
+import { Body, Controller, Module, Post, UseInterceptors } from '@nestjs/common';
+import type { Context } from 'aws-lambda';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
-import { catchError, Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import { Idempotent, IdempotencyModule, withLambdaContext } from '../../libs/idempotency/src';
-import { lambdaContext } from './invocations';
+import { timeoutInterceptor } from '../support/timeout-interceptor';
+import { serveInvocations } from './invocations';
 
-/** The timeout interceptor of Nest's documentation. */
-@Injectable()
-class TimeoutInterceptor implements NestInterceptor {
-  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return next.handle().pipe(
-      timeout(300),
-      catchError((error) => throwError(() => (error instanceof TimeoutError ? new RequestTimeoutException() : error))),
-    );
-  }
-}
+/** The timeout interceptor of Nest's documentation, at 300 ms. */
+const TimeoutInterceptor = timeoutInterceptor(300);
 
 @Controller('charges')
 class ChargesController {
@@ -76,18 +58,9 @@ async function bootstrap() {
   return (event: unknown, context: unknown) => handle(event, context as never, () => undefined) as Promise<unknown>;
 }
 
-const handler = withLambdaContext(async (event: unknown, context: ReturnType<typeof lambdaContext>) => {
+const handler = withLambdaContext(async (event: unknown, context: Context) => {
   proxy ??= bootstrap();
   return (await proxy)(event, context);
 });
 
-process.on('message', async (message: { id: number; event: unknown; deadlineMs: number }) => {
-  const context = lambdaContext(message.deadlineMs - Date.now());
-  try {
-    process.send!({ id: message.id, result: await handler(message.event, context) });
-  } catch (error) {
-    process.send!({ id: message.id, error: String(error) });
-  }
-});
-process.on('disconnect', () => process.exit(0));
-process.send!({ ready: true });
+serveInvocations(handler, async () => undefined);

@@ -81,3 +81,23 @@ export function header(response: LambdaHttpResponse, name: string): string | und
     .find(([key]) => key.toLowerCase() === name)?.[1]
     ?.join(', ');
 }
+
+/**
+ * A container's side of containers.ts: invocations arrive over IPC with their deadlines, and the handler's result
+ * (or error) goes back; `close` runs when the parent disconnects, then the process exits.
+ */
+export function serveInvocations(
+  handler: (event: unknown, context: Context) => Promise<unknown>,
+  close: () => Promise<void>,
+): void {
+  process.on('message', async (message: { id: number; event: unknown; deadlineMs: number }) => {
+    const context = lambdaContext(message.deadlineMs - Date.now());
+    try {
+      process.send!({ id: message.id, result: await handler(message.event, context) });
+    } catch (error) {
+      process.send!({ id: message.id, error: String(error) });
+    }
+  });
+  process.on('disconnect', () => void close().finally(() => process.exit(0)));
+  process.send!({ ready: true });
+}

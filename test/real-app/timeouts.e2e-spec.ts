@@ -1,24 +1,12 @@
 import { connect } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  CallHandler,
-  Controller,
-  ExecutionContext,
-  Headers,
-  HttpCode,
-  Injectable,
-  NestInterceptor,
-  Post,
-  RequestTimeoutException,
-  Res,
-  UseInterceptors,
-} from '@nestjs/common';
+import { Controller, Headers, HttpCode, Post, Res, UseInterceptors } from '@nestjs/common';
 import { Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
-import { catchError, Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import { Platform, PLATFORMS, post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
+import { timeoutInterceptor } from '../support/timeout-interceptor';
 import { Gates } from './gates';
 import { untilStatus } from './records';
 
@@ -29,18 +17,8 @@ import { untilStatus } from './records';
  * DynamoDB. Every handler waits at a gate the test opens once the client has been answered.
  */
 
-/** Nest's documented TimeoutInterceptor (https://docs.nestjs.com/interceptors), at 100 ms. */
-@Injectable()
-class TimeoutInterceptor implements NestInterceptor {
-  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return next.handle().pipe(
-      timeout(100),
-      catchError((error) =>
-        error instanceof TimeoutError ? throwError(() => new RequestTimeoutException()) : throwError(() => error),
-      ),
-    );
-  }
-}
+/** Nest's documented TimeoutInterceptor, at 100 ms. */
+const TimeoutInterceptor = timeoutInterceptor(100);
 
 @Controller('method')
 class MethodController {
