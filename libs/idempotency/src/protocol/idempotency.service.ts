@@ -9,7 +9,7 @@ import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/id
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
-import { completedResponse } from './completed-response';
+import { replayOf } from './completed-response';
 import { IdempotencyContext } from './idempotency-context';
 import { functionWork } from './function-work';
 import { heldByInvocation, invocationDeadlineSeconds } from './invocation-deadline';
@@ -202,13 +202,8 @@ export class IdempotencyService implements OnApplicationShutdown {
       while (existing && !isClaimable(existing, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
-          const response = completedResponse(existing, this.options.sealer, this.logger);
-          this.cache.set(call.recordKey, {
-            fingerprint: existing.fingerprint,
-            expiresAt: existing.expiresAt,
-            response,
-          });
-          return { replay: response };
+          const { sealer } = this.options;
+          return { replay: replayOf(call.recordKey, existing, { sealer, logger: this.logger, cache: this.cache }) };
         }
         const waitLeft = waitUntil - performance.now();
         if (waitLeft <= 0 && confirmed)

@@ -7,7 +7,7 @@ import { CommitWrite } from '../repository/commit-write';
 import { isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, PutCompletedResult } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
-import { completedResponse } from './completed-response';
+import { replayOf } from './completed-response';
 import { commitRejected, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
@@ -68,9 +68,7 @@ export class OptimisticRun {
     }
     if (record?.status !== 'COMPLETED' || record.fingerprint !== call.fingerprint) return undefined;
     if (isClaimable(record, clock.nowSeconds())) return undefined;
-    const response = completedResponse(record, sealer, this.logger);
-    cache.set(call.recordKey, { fingerprint: record.fingerprint, expiresAt: record.expiresAt, response });
-    return response;
+    return replayOf(call.recordKey, record, { sealer, logger: this.logger, cache });
   }
 
   /** Stores the outcome; undefined once stored, or the outcome another call stored first. */
@@ -111,8 +109,6 @@ export class OptimisticRun {
     if (current.status !== 'COMPLETED') {
       throw new IdempotencyInFlightError(retryAfterSeconds(call, current, clock.nowSeconds()));
     }
-    const winner = completedResponse(current, sealer, this.logger);
-    cache.set(call.recordKey, { fingerprint: current.fingerprint, expiresAt: current.expiresAt, response: winner });
-    return winner;
+    return replayOf(call.recordKey, current, { sealer, logger: this.logger, cache });
   }
 }
