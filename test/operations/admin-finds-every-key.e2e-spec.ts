@@ -9,7 +9,7 @@ import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { RunsByKey } from '../support/runs-by-key';
-import { createIdempotencyTable } from '../support/table';
+import { appItemLikeARecord, createIdempotencyTable } from '../support/table';
 
 /**
  * The operator's commands find every key the module writes, and touch nothing else (issue 42 §5): a numeric scope, a
@@ -58,24 +58,11 @@ describe('the admin finds every key the module writes, and never touches what is
   let flags: string[];
   const appItems = {
     // The app's own order, with attributes named exactly like the module's: "pending", long expired.
-    order: {
-      PK: { S: 'CUSTOMER#7' },
-      SK: { S: 'ORDER#1' },
-      status: { S: 'PENDING' },
-      claim_token: { S: 'payment-42' },
-      expires_at: { N: '1' },
-      pending_since: { N: '1' },
-      fingerprint: { S: 'f' },
-    },
+    order: appItemLikeARecord('CUSTOMER#7', 'ORDER#1'),
     // An item with a key of the module's shape whose attributes do not parse (a time written as text).
     garbled: {
-      PK: { S: 'CUSTOMER#7' },
-      SK: { S: recordKey('POST /orders', 'x', 'garbled') },
-      status: { S: 'PENDING' },
-      claim_token: { S: 't' },
-      expires_at: { N: '1' },
+      ...appItemLikeARecord('CUSTOMER#7', recordKey('POST /orders', 'x', 'garbled')),
       pending_since: { S: 'yesterday' },
-      fingerprint: { S: 'f' },
     },
   };
 

@@ -129,8 +129,7 @@ export class Fleet {
 
   /** Sends a request for `key` (`variant` is its body: 0 and 1 differ) through the instance. */
   send(index: number, key: number, variant: number, early: boolean): void {
-    const instance = this.instances[index];
-    if (instance.crashed) return;
+    const instance = this.instances[index]; // a crashed process was replaced by a fresh one
     const request: Request = { id: this.requests.length + 1, key, variant, instance, checked: false };
     this.requests.push(request);
     const call = () =>

@@ -11,7 +11,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { uniqueTableName } from '../support/dynalite';
-import { createIdempotencyTable } from '../support/table';
+import { appItemLikeARecord, createIdempotencyTable } from '../support/table';
 
 /** The one true time of the simulation (epoch ms); each instance reads it through its own offset (clock skew). */
 export class Time {
@@ -131,15 +131,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
   const layout: TableLayoutOptions = { keySchema: { partitionKey: 'PK', sortKey: 'SK' } };
   const tableName = uniqueTableName('simulation');
   await createIdempotencyTable(client, tableName, layout);
-  const foreign = {
-    PK: { S: 'CUSTOMER#1' },
-    SK: { S: 'ORDER#1' },
-    status: { S: 'PENDING' },
-    claim_token: { S: 'payment-1' },
-    expires_at: { N: '1' },
-    pending_since: { N: '1' },
-    fingerprint: { S: 'f' },
-  };
+  const foreign = appItemLikeARecord('CUSTOMER#1', 'ORDER#1');
   await client.send(new PutItemCommand({ TableName: tableName, Item: foreign }));
   const reader = new DynamoDbIdempotencyRepository({ client, tableName, ...layout });
   const partition = scopePartition('', undefined);

@@ -41,3 +41,19 @@ export async function scanTable(client: DynamoDBClient, tableName: string, layou
     return raw ? [{ raw, item: unmarshall(raw) }] : [];
   });
 }
+
+/**
+ * An item of the app's own in a table it shares with the module, whose attributes are named like a record's: a
+ * "PENDING" order, long expired. Listings, sweeps and operators' commands must never touch it.
+ */
+export function appItemLikeARecord(PK: string, SK: string) {
+  return {
+    PK: { S: PK },
+    SK: { S: SK },
+    status: { S: 'PENDING' },
+    claim_token: { S: 'payment-1' },
+    expires_at: { N: '1' },
+    pending_since: { N: '1' },
+    fingerprint: { S: 'f' },
+  };
+}
