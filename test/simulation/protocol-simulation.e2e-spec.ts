@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { Advance, Finish, fleetLayouts, Remove, Send, steps } from './commands';
+import { Advance, Finish, fleetLayouts, Remove, Send, Skew, steps } from './commands';
 import { Fleet } from './fleet';
 import { dynaliteStore, inMemoryStore, SimulatedStore, Time } from './stores';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -70,6 +70,18 @@ describe('the protocol simulation on the in-memory store', () => {
         new Finish(0, 'ok'),
         new Advance(11),
         new Send(1, 0, 0, false),
+      ],
+    ],
+    [
+      '§2 a purge, then the wall clock of a process that cached the answer stepped back: the cache still ages in elapsed time',
+      [
+        new Skew(2, 1),
+        new Send(2, 0, 0, false),
+        new Finish(0, 'ok'),
+        new Remove(0, 0, 'purge'),
+        new Advance(11),
+        new Skew(2, -1),
+        new Send(2, 0, 0, false),
       ],
     ],
     [

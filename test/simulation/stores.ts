@@ -18,7 +18,7 @@ export class Time {
   ms = Math.ceil(Date.now() / 1000) * 1000;
 }
 
-/** An instance's clock: the true time plus its skew. */
+/** An instance's clock: its wall clock is the true time plus its skew; its monotonic clock, the true time. */
 export class InstanceClock extends IdempotencyClock {
   offsetMs = 0;
   constructor(private readonly time: Time) {
@@ -26,6 +26,9 @@ export class InstanceClock extends IdempotencyClock {
   }
   nowMs(): number {
     return this.time.ms + this.offsetMs;
+  }
+  monotonicMs(): number {
+    return this.time.ms;
   }
 }
 

@@ -4,9 +4,14 @@ import { MAX_CACHED_RESPONSE_BYTES, ReplayCache } from './replay-cache';
 
 const response = (body: unknown = { ok: true }): StoredResponse => ({ statusCode: 200, headers: {}, body });
 
+/** Elapsed time is `ms`; the wall clock reads `ms` plus `wallStepMs` (an NTP or operator step). */
 class TestClock extends IdempotencyClock {
   ms = 0;
+  wallStepMs = 0;
   nowMs(): number {
+    return this.ms + this.wallStepMs;
+  }
+  monotonicMs(): number {
     return this.ms;
   }
 }
@@ -86,6 +91,31 @@ describe('ReplayCache', () => {
     expect(getAt(cache, 'k', 1009.999)).toBeDefined();
     expect(getAt(cache, 'k', 1010)).toBeUndefined();
     expect(cache.size).toBe(0);
+  });
+
+  it('measures maxAgeSeconds in elapsed time, so a wall clock stepped back does not stretch it', () => {
+    const cache = cacheOf(10, 10);
+    clock.ms = 1_000_000;
+    cache.set('k', { fingerprint: 'fp', expiresAt: 86_400_000, response: response() });
+    clock.wallStepMs = -5000;
+    try {
+      expect(getAt(cache, 'k', 1009.999)).toBeDefined();
+      expect(getAt(cache, 'k', 1010)).toBeUndefined(); // the wall clock reads 1005 s
+    } finally {
+      clock.wallStepMs = 0;
+    }
+  });
+
+  it('stops answering at expiresAt on the wall clock, however little time has elapsed', () => {
+    const cache = cacheOf(10, 10);
+    clock.ms = 100_000;
+    cache.set('k', { fingerprint: 'fp', expiresAt: 105, response: response() });
+    clock.wallStepMs = 6000;
+    try {
+      expect(getAt(cache, 'k', 100)).toBeUndefined(); // the wall clock reads 106 s
+    } finally {
+      clock.wallStepMs = 0;
+    }
   });
 
   it('forgets an evicted entry at once', () => {

@@ -21,10 +21,10 @@ export interface ReplayCacheOptions {
   clock: IdempotencyClock;
 }
 
-/** An entry and the moment it stops being trusted (epoch milliseconds). */
+/** An entry and the moment it stops being trusted: `maxAgeSeconds` after it was set, on the monotonic clock. */
 interface Held {
   completion: CachedCompletion;
-  trustedUntilMs: number;
+  trustedUntilMonotonicMs: number;
 }
 
 /**
@@ -33,7 +33,7 @@ interface Held {
  * may delete it (`keys:purge`, `keys:release --force`) and another process may then store a new answer. So an entry is
  * trusted for `maxAgeSeconds` at most (and never past the record's `expiresAt`), then read from the store again: a purge
  * done in another process takes effect here within that bound, one done through this process's `IdempotencyAdmin` at
- * once (`evict`).
+ * once (`evict`). The age is measured on the clock's monotonic time, so a wall-clock step back does not stretch it.
  */
 export class ReplayCache {
   private readonly entries = new Map<string, Held>();
@@ -51,8 +51,9 @@ export class ReplayCache {
     const held = this.entries.get(key);
     if (!held) return undefined;
     this.entries.delete(key);
-    const nowMs = this.clock.nowMs();
-    if (nowMs >= held.trustedUntilMs) return undefined;
+    if (this.clock.monotonicMs() >= held.trustedUntilMonotonicMs) return undefined;
+    // Trusted while `expiresAt` (whole seconds) is not past, as a record read from the store would be.
+    if (this.clock.nowSeconds() > held.completion.expiresAt) return undefined;
     this.entries.set(key, held); // most recently used last
     return held.completion;
   }
@@ -60,10 +61,8 @@ export class ReplayCache {
   set(key: string, completion: CachedCompletion): void {
     if (this.maxEntries <= 0 || completion.response.bodyOmitted) return;
     if (storedResponseBytes(completion.response) > MAX_CACHED_RESPONSE_BYTES) return;
-    // Trusted while `expiresAt` (whole seconds) is not past, as a record read from the store would be.
-    const trustedUntilMs = Math.min((completion.expiresAt + 1) * 1000, this.clock.nowMs() + this.maxAgeMs);
     this.entries.delete(key);
-    this.entries.set(key, { completion, trustedUntilMs });
+    this.entries.set(key, { completion, trustedUntilMonotonicMs: this.clock.monotonicMs() + this.maxAgeMs });
     if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
   }
 
