@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { Fleet, KEYS, recordKeyOf } from './fleet';
+import { Fleet, KEYS, selectorOf } from './fleet';
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -135,7 +135,7 @@ export class Remove extends Step {
   async act(fleet: Fleet) {
     const instance = fleet.instances[this.instance];
     if (instance.crashed || instance.frozen) return;
-    const selector = { recordKey: recordKeyOf(this.key) };
+    const selector = selectorOf(this.key);
     const result =
       this.how === 'purge'
         ? await instance.admin.purge(selector)

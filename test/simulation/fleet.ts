@@ -25,7 +25,12 @@ export const INVOCATION_SECONDS = 20;
 /** The keys: 0 and 1 in lease mode, 2 optimistic. */
 export const KEYS = 3;
 export const modeOf = (key: number) => (key === 2 ? 'optimistic' : 'lease');
-export const recordKeyOf = (key: number) => recordKey('fn simulated', undefined, `key-${key}`);
+/** Key 1's caller has a numeric scope (a user id from an auto-increment key); an operator types it as text. */
+export const scopeOf = (key: number) => (key === 1 ? 42 : undefined);
+export const scopeTextOf = (key: number) => (key === 1 ? '42' : undefined);
+/** Where an operator's command finds the key's record: `--name 'fn simulated' --key key-N [--scope 42]`. */
+export const selectorOf = (key: number) => ({ name: 'fn simulated', key: `key-${key}`, scope: scopeTextOf(key) });
+export const recordKeyOf = (key: number) => recordKey('fn simulated', scopeTextOf(key), `key-${key}`);
 
 /** A handler's run: which request started it, on which instance, and what became of it. */
 export interface Execution {
@@ -71,6 +76,7 @@ export class Instance {
     this.clock = new InstanceClock(fleet.time);
     this.repository = fleet.store.repositoryFor(this.clock);
     const options = resolveOptions({
+      ...fleet.store.layout,
       pendingTtlSeconds: LEASE_SECONDS,
       clockSkewSeconds: SKEW_SECONDS,
       ttlSeconds: TTL_SECONDS,
@@ -134,7 +140,7 @@ export class Fleet {
     this.requests.push(request);
     const call = () =>
       instance.service.execute(
-        { operation: 'simulated', key: `key-${key}`, fingerprint: { variant }, mode: modeOf(key) },
+        { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant }, mode: modeOf(key) },
         (context) => this.run(request, context.claimToken),
       );
     if (!instance.lambda) {
@@ -165,7 +171,7 @@ export class Fleet {
   private async run(request: Request, claimToken: string): Promise<unknown> {
     const { key, instance } = request;
     const startedMs = this.time.ms;
-    const record = await this.store.read(recordKeyOf(key));
+    const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
     const execution: Execution = {
       id: this.executions.length + 1,
       key,
@@ -179,6 +185,13 @@ export class Fleet {
       state: 'running',
       finish: () => undefined,
     };
+    // Right after its claim, a lease-mode run's record is where an operator's command looks for it.
+    if (modeOf(key) === 'lease' && record?.claimToken !== claimToken) {
+      this.violate(
+        'admin-finds-keys',
+        `run ${execution.id} of key ${key} has no record where ${JSON.stringify(selectorOf(key))} looks`,
+      );
+    }
     this.checkExecution(execution);
     this.executions.push(execution);
     request.execution = execution;
@@ -253,7 +266,7 @@ export class Fleet {
   /** After each step: what is stored now, then every answer given since the last step (invariant 2 and the 409 rule). */
   async check(): Promise<void> {
     const records = new Map<number, IdempotencyRecord | undefined>();
-    for (let key = 0; key < KEYS; key++) records.set(key, await this.store.read(recordKeyOf(key)));
+    for (let key = 0; key < KEYS; key++) records.set(key, await this.store.read(recordKeyOf(key), scopeTextOf(key)));
     const foreign = await this.store.foreignChanges();
     if (foreign) this.violate('own-items-only', foreign);
     for (let key = 0; key < KEYS; key++) this.readStored(key, records.get(key));

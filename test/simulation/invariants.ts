@@ -13,6 +13,8 @@ export const INVARIANTS = {
     'An AWS Lambda invocation (withLambdaContext) ends only once every protected call it started has settled, unless its deadline came first.',
   'in-flight-held':
     'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release.',
+  'admin-finds-keys':
+    'The admin finds every key: an operator’s command that names a call’s operation, key and scope (a number typed as its digits) reaches the record the module wrote for it.',
   'own-items-only':
     'Only its own items: nothing the module does (requests, sweeps, operators’ commands) changes an item of the table that is not one of its records.',
 } as const;

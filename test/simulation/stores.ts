@@ -38,8 +38,8 @@ export interface SimulatedStore {
   layout: TableLayoutOptions;
   /** An instance's repository, with its own clock. */
   repositoryFor(clock: InstanceClock): InstanceRepository;
-  /** A record as stored now. */
-  read(recordKey: string): Promise<IdempotencyRecord | undefined>;
+  /** A record as stored now (in a sort-key layout, in its scope's partition). */
+  read(recordKey: string, scope?: string): Promise<IdempotencyRecord | undefined>;
   /** What changed in items that are not the module's (undefined: nothing). */
   foreignChanges(): Promise<string | undefined>;
   /** Calls sent to the store that have not answered yet, from every instance. */
@@ -137,14 +137,13 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
   const foreign = appItemLikeARecord('CUSTOMER#1', 'ORDER#1');
   await client.send(new PutItemCommand({ TableName: tableName, Item: foreign }));
   const reader = new DynamoDbIdempotencyRepository({ client, tableName, ...layout });
-  const partition = scopePartition('', undefined);
   const pending = { calls: 0 };
   return {
     layout,
     pending,
     repositoryFor: (clock) =>
       new InstanceRepository(new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout }), pending),
-    read: (key) => reader.get({ key, partition }),
+    read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
     foreignChanges: async () => {
       const { Item } = await client.send(
         new GetItemCommand({ TableName: tableName, Key: { PK: foreign.PK, SK: foreign.SK }, ConsistentRead: true }),
