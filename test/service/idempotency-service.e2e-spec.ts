@@ -11,6 +11,7 @@ import {
   IdempotencyModule,
   IdempotencyRecord,
   IdempotencyService,
+  IdempotencyResultNotStoredError,
   IdempotencyStoreThrottledError,
   InMemoryIdempotencyRepository,
   withLambdaContext,
@@ -22,6 +23,7 @@ import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { LAYOUTS } from '../support/layouts';
 import { withInMemoryService } from '../support/service';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
 
 describe('IdempotencyService.execute on dynalite', () => {
@@ -64,7 +66,8 @@ describe('IdempotencyService.execute on dynalite', () => {
     const second = await service.execute({ operation: 'test', key, fingerprint: { amount: 42 } }, fn);
     expect(fn).toHaveBeenCalledTimes(1);
     expect(first).toEqual({ charged: 42, at: new Date(Date.UTC(2026, 0, 1)) });
-    expect(second).toEqual({ charged: 42, at: '2026-01-01T00:00:00.000Z' }); // the JSON it would be sent as
+    expect(second).toEqual({ charged: 42, at: new Date(Date.UTC(2026, 0, 1)) }); // the types it had (typed encoding)
+    expect((second as { at: unknown }).at).toBeInstanceOf(Date);
   });
 
   it.each([
@@ -82,6 +85,39 @@ describe('IdempotencyService.execute on dynalite', () => {
     const replayed = await service.execute({ operation: 'test', key }, fn);
     expect(fn).toHaveBeenCalledTimes(1);
     expect(replayed).toStrictEqual(value);
+  });
+
+  it('hands duplicates the types the first result had, read back from DynamoDB (the typed encoding)', async () => {
+    const key = newKey();
+    const result = {
+      charge: { id: 'ch_1', amount: 12n ** 20n, at: new Date(Date.UTC(2026, 11, 4)), note: undefined },
+      lines: new Map([['sku-1', new Set([1, 2])]]),
+      receipt: Buffer.from('%PDF'),
+      rate: Number.NaN,
+    };
+    const fn = jest.fn(async () => result);
+    await service.execute({ operation: 'typed', key }, fn);
+    const replayed = await service.execute({ operation: 'typed', key }, fn);
+    expect(fn).toHaveBeenCalledTimes(1);
+    expect(replayed).toStrictEqual(result);
+    expect(replayed).not.toBe(result);
+  });
+
+  it('records a result it cannot encode as done without a body, naming what could not be recorded', async () => {
+    const key = newKey();
+    const logs = new CapturedLogs();
+    logs.start();
+    try {
+      const fn = jest.fn(async () => ({ id: 'ch_2', refund: () => 'not data' }));
+      await expect(service.execute({ operation: 'typed', key }, fn)).resolves.toMatchObject({ id: 'ch_2' });
+      await expect(service.execute({ operation: 'typed', key }, fn)).rejects.toBeInstanceOf(
+        IdempotencyResultNotStoredError,
+      );
+      expect(fn).toHaveBeenCalledTimes(1);
+      expect(JSON.stringify(logs.at('error'))).toContain('the result.refund is a function, which cannot be recorded');
+    } finally {
+      logs.stop();
+    }
   });
 
   it('refuses the same key with a different fingerprint', async () => {

@@ -48,6 +48,7 @@ export {
 export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
+export { UnrecordableValueError } from './response/typed-value';
 export type { ProblemOutcome, ProblemTypeUri, RequestOutcome } from './errors/outcomes';
 export type {
   BinaryBodyType,

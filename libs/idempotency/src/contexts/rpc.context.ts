@@ -5,7 +5,7 @@ import { IdempotencyProblemException } from '../errors/problem';
 import { StoredResponse } from '../repository/idempotency.record';
 import { rpcPattern } from './route-identity';
 import { replayedException, storedException } from '../response/stored-exception';
-import { replayedBody, storedResult } from '../response/stored-response.codec';
+import { replayedBody, storedTypedResult } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 import { loadMicroservices } from '../optional-peers';
 
@@ -37,7 +37,7 @@ export class RpcContextAdapter implements ContextAdapter {
   }
 
   capture(value: unknown): StoredResponse {
-    return storedResult(value);
+    return storedTypedResult(value);
   }
 
   captureError(error: unknown): StoredResponse | undefined {

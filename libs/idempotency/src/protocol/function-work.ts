@@ -4,7 +4,7 @@ import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { validateCallSettings } from '../options/option-checks';
 import { ResolvedIdempotencyOptions } from '../options/resolved-options';
-import { replayedBody, storedResult } from '../response/stored-response.codec';
+import { replayedBody, storedTypedResult } from '../response/stored-response.codec';
 import { IdempotencyContext } from './idempotency-context';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -44,7 +44,7 @@ export function functionWork<T>(
     },
     // An owned run always hands its function a context bound to the claim.
     execute: async (context) => fn(context!),
-    capture: storedResult,
+    capture: storedTypedResult,
     replay: (stored) => replayedBody(stored) as T,
   };
 }

@@ -8,6 +8,11 @@ export interface StoredResponse {
   headers: Record<string, string | string[]>;
   /** The JSON value the handler returned; absent when it returned `undefined`. */
   body?: unknown;
+  /**
+   * `typed`: `body` is in the typed encoding of recorded values (a function's or a message handler's result: Dates,
+   * Maps, BigInts… come back as themselves). Absent: `body` is the JSON that was sent.
+   */
+  bodyEncoding?: 'typed';
   /** A binary body (Buffer, typed array, ArrayBuffer, a `StreamableFile`'s bytes), base64-encoded. */
   bodyBase64?: string;
   /** What `bodyBase64` was handed to the platform as, so a replay is sent the same way. Absent: a Buffer. */

@@ -3,6 +3,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { StreamableFile } from '@nestjs/common';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
 import { BinaryBodyType, StoredResponse } from '../repository/idempotency.record';
+import { decodeTyped, encodeTyped } from './typed-value';
 
 type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted'>;
 
@@ -85,9 +86,22 @@ export async function bufferedFile(file: StreamableFile): Promise<StreamableFile
   return buffered;
 }
 
-/** A result that is not an HTTP response (a function's, a message handler's), stored as a 200 with no headers. */
+/** A GraphQL resolver's output, stored as a 200 with no headers: the JSON it is sent as. */
 export function storedResult(value: unknown): StoredResponse {
   return { statusCode: 200, headers: {}, ...storableBody(value) };
+}
+
+/**
+ * A function's or a message handler's result, stored as a 200 with no headers in the typed encoding, so that a
+ * replay hands back the types the first call returned (a `Date`, a `Map`, a `BigInt`). Throws
+ * `UnrecordableValueError` for a value it cannot record (a function, a cycle), naming where it is; a raw stream is
+ * `bodyOmitted`.
+ */
+export function storedTypedResult(value: unknown): StoredResponse {
+  if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') {
+    return { statusCode: 200, headers: {}, bodyOmitted: true };
+  }
+  return { statusCode: 200, headers: {}, body: encodeTyped(value, 'the result'), bodyEncoding: 'typed' };
 }
 
 const TYPED_ARRAYS = {
@@ -109,6 +123,7 @@ const TYPED_ARRAYS = {
  * downstream (an outer interceptor that edits the response) cannot change what the next replay returns.
  */
 export function replayedBody(stored: StoredResponse): unknown {
+  if (stored.bodyEncoding === 'typed') return decodeTyped(stored.body);
   if (stored.bodyBase64 !== undefined) return binaryBody(Buffer.from(stored.bodyBase64, 'base64'), stored);
   return copyJson(stored.body);
 }
