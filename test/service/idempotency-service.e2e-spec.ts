@@ -114,7 +114,7 @@ describe('IdempotencyService.execute on dynalite', () => {
         IdempotencyResultNotStoredError,
       );
       expect(fn).toHaveBeenCalledTimes(1);
-      expect(JSON.stringify(logs.at('error'))).toContain('the result.refund is a function, which cannot be recorded');
+      expect(JSON.stringify(logs.at('error'))).toContain('result.refund is a function, which cannot be recorded');
     } finally {
       logs.stop();
     }

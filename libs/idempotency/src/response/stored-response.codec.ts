@@ -101,7 +101,7 @@ export function storedTypedResult(value: unknown): StoredResponse {
   if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') {
     return { statusCode: 200, headers: {}, bodyOmitted: true };
   }
-  return { statusCode: 200, headers: {}, body: encodeTyped(value, 'the result'), bodyEncoding: 'typed' };
+  return { statusCode: 200, headers: {}, body: encodeTyped(value, 'result'), bodyEncoding: 'typed' };
 }
 
 const TYPED_ARRAYS = {
