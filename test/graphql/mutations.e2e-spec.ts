@@ -56,6 +56,14 @@ class PaymentsResolver {
     return { id: `pay_${run}`, amount: input.amount, run };
   }
 
+  /** What makes two calls the same is the amount: a client's `note` may change between retries. */
+  @Mutation(() => Payment)
+  @Idempotent({ fingerprint: (args: { amount: number; note?: string }) => ({ amount: args.amount }) })
+  payWithNote(@Args('amount', { type: () => Int }) amount: number, @Args('note', { nullable: true }) _note?: string) {
+    const run = this.runs.next();
+    return { id: `pay_${run}`, amount, run };
+  }
+
   @Mutation(() => Payment)
   @Idempotent()
   decline(@Args('amount', { type: () => Int }) _amount: number) {
@@ -158,6 +166,19 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
       type: 'urn:nestjs-dynamodb-idempotency:fingerprint-mismatch',
       status: 422,
     });
+  });
+
+  it('takes the fingerprint the mutation chose: a retry with another note replays, another amount is refused', async () => {
+    const PAY_WITH_NOTE =
+      'mutation Pay($amount: Int!, $note: String) { payWithNote(amount: $amount, note: $note) { id amount run } }';
+    const key = newKey();
+    const first = await graphql(a, PAY_WITH_NOTE, { amount: 3, note: 'first try' }, key);
+    const retry = await graphql(b, PAY_WITH_NOTE, { amount: 3, note: 'second try' }, key);
+    expect(first.errors).toBeUndefined();
+    expect(retry.data).toEqual(first.data);
+    expect(retry.replayed).toBe('true');
+    const other = await graphql(b, PAY_WITH_NOTE, { amount: 4, note: 'first try' }, key);
+    expect(other.errors?.[0].extensions).toMatchObject({ code: 'IDEMPOTENCY_FINGERPRINT_MISMATCH', status: 422 });
   });
 
   it('answers a mutation without a key with IDEMPOTENCY_KEY_MISSING, and never runs it', async () => {

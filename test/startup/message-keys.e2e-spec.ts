@@ -21,13 +21,38 @@ class RiskyConsumer {
   }
 }
 
-describe('message handler keys', () => {
+let paidRuns = 0;
+
+@Controller()
+class PaymentConsumer {
+  @MessagePattern('paid')
+  @Idempotent({
+    key: (message: { id: string }) => message.id,
+    fingerprint: (message: { orderId: string; deliveredAt: string }) => ({ orderId: message.orderId }),
+  })
+  handle(@Payload() message: { orderId: string; deliveredAt: string }) {
+    paidRuns += 1;
+    return { recorded: message.orderId, deliveredAt: message.deliveredAt };
+  }
+
+  @MessagePattern('paid-broken')
+  @Idempotent({
+    key: (message: { id: string }) => message.id,
+    fingerprint: (message: { orderId: { toUpperCase(): string } }) => message.orderId.toUpperCase(),
+  })
+  broken() {
+    paidRuns += 1;
+    return { recorded: true };
+  }
+}
+
+describe('message handler keys and fingerprints', () => {
   let app: INestApplication;
   let client: ClientProxy;
   beforeAll(async () => {
     const moduleRef = await Test.createTestingModule({
       imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
-      controllers: [RiskyConsumer],
+      controllers: [RiskyConsumer, PaymentConsumer],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
     const transport = app.connectMicroservice<MicroserviceOptions>({
@@ -51,5 +76,26 @@ describe('message handler keys', () => {
       status: 400,
     });
     expect(await lastValueFrom(client.send('risky', { id: 'm-1' }))).toEqual({ handled: 'm-1' });
+  });
+
+  it('takes the fingerprint the handler chose: a redelivery with another deliveredAt gets the first reply', async () => {
+    const before = paidRuns;
+    const first = await lastValueFrom(client.send('paid', { id: 'p-1', orderId: 'o-1', deliveredAt: '10:00' }));
+    const again = await lastValueFrom(client.send('paid', { id: 'p-1', orderId: 'o-1', deliveredAt: '10:05' }));
+    expect(again).toEqual(first);
+    expect(first).toEqual({ recorded: 'o-1', deliveredAt: '10:00' });
+    await expect(
+      lastValueFrom(client.send('paid', { id: 'p-1', orderId: 'o-2', deliveredAt: '10:00' })),
+    ).rejects.toMatchObject({ type: ProblemType.fingerprintMismatch, status: 422 });
+    expect(paidRuns).toBe(before + 1);
+  });
+
+  it('answers a fingerprint function that throws with fingerprint-failed; the handler does not run', async () => {
+    const before = paidRuns;
+    await expect(lastValueFrom(client.send('paid-broken', { id: 'p-2' }))).rejects.toMatchObject({
+      type: ProblemType.fingerprintFailed,
+      status: 500,
+    });
+    expect(paidRuns).toBe(before);
   });
 });

@@ -1,10 +1,12 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   IdempotencyError,
+  IdempotencyFingerprintFailedError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyScopeFailedError,
 } from '../errors/idempotency.errors';
+import { fingerprintValue } from '../keys/fingerprint';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { PartitionKeyValue, Scope } from '../options/idempotency.options';
@@ -44,7 +46,8 @@ export class CallDescriber {
     const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
     const record = recordKey(operation, scope, key);
     const settings = partition === undefined ? call.route : { ...call.route, partition };
-    const fingerprint = adapter.fingerprint(call);
+    const chosen = call.route.fingerprint && this.chosenFingerprint(call, adapter, operation);
+    const fingerprint = adapter.fingerprint(call, chosen);
     if (typeof fingerprint === 'string') return this.service.call(record, fingerprint, settings);
     return fingerprint.then((digest) => this.service.call(record, digest, settings));
   }
@@ -61,6 +64,29 @@ export class CallDescriber {
       throw new IdempotencyKeyInvalidError('it could not be derived from the request');
     }
     return validateKey(key);
+  }
+
+  /**
+   * The digest of the route's `fingerprint` function's value (canonical JSON). One that throws, returns a promise or a
+   * value that is not JSON answers 500 fingerprint-failed (logged): nothing is claimed, the handler does not run.
+   */
+  private chosenFingerprint(call: InterceptedCall, adapter: ContextAdapter, operation: string): string {
+    try {
+      const value: unknown = call.route.fingerprint!(adapter.input(call), call.context);
+      if (value === undefined)
+        throw new TypeError('it returned undefined; return the value that identifies the request');
+      if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+        throw new TypeError('it returned a promise; return the value itself');
+      }
+      return fingerprintValue(value);
+    } catch (error) {
+      this.logger.error({
+        msg: 'the fingerprint function failed; answering 500 fingerprint-failed, the handler does not run',
+        operation,
+        error: String(error),
+      });
+      throw new IdempotencyFingerprintFailedError(operation);
+    }
   }
 
   /** The caller's scope (the route's function, else the module's), warning when authenticated callers share keys. */

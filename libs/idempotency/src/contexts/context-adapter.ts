@@ -31,11 +31,14 @@ export interface ContextAdapter {
   missingKey(call: InterceptedCall): string;
   /** The HTTP request behind the call (an HTTP route, a GraphQL operation over HTTP), for `scope` and warnings. */
   request(call: InterceptedCall): unknown;
+  /** What the route's `key` and `fingerprint` functions are given: the HTTP request, the arguments, the message. */
+  input(call: InterceptedCall): unknown;
   /**
    * SHA-256 of everything the handler can read of the call; refuses (throws) what it cannot read safely. A promise
-   * only when it has to wait (files read from disk).
+   * only when it has to wait (files read from disk). `chosen`: the digest of the route's `fingerprint` function's
+   * value, which stands for the request's parameters, query, body, arguments or message.
    */
-  fingerprint(call: InterceptedCall): string | Promise<string>;
+  fingerprint(call: InterceptedCall, chosen?: string): string | Promise<string>;
   /** The live status and replayable headers (HTTP), read when the outcome is stored or the client is answered early. */
   responseState?(call: InterceptedCall): ResponseState;
   /** Whether the client went away (its connection closed) before its answer was sent. */

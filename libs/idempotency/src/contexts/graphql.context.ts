@@ -61,9 +61,14 @@ export class GraphqlContextAdapter implements ContextAdapter {
     return graphqlContext?.req ?? graphqlContext?.request ?? graphqlContext?.reply?.request;
   }
 
-  async fingerprint({ context, route }: InterceptedCall): Promise<string> {
+  input({ context }: InterceptedCall): unknown {
+    return (context.getArgs() as ResolverArgs)[1];
+  }
+
+  async fingerprint({ context, route }: InterceptedCall, chosen?: string): Promise<string> {
     const resolverArgs = context.getArgs() as ResolverArgs;
-    return fingerprintValue(['GraphQL', route.name ?? field(resolverArgs), resolverArgs[1]]);
+    const args = chosen === undefined ? resolverArgs[1] : { $fingerprint: chosen };
+    return fingerprintValue(['GraphQL', route.name ?? field(resolverArgs), args]);
   }
 
   /** The result read against the field's type, so that a replay is the same GraphQL answer (see graphql-output). */

@@ -8,8 +8,14 @@ import { IdempotencyBodyUnreadableError } from '../errors/idempotency.errors';
  * every uploaded file (field, original name, MIME type, size and a SHA-256 of its bytes). A body that nothing has
  * parsed yet, or a file whose bytes were not kept, is refused (`IdempotencyBodyUnreadableError`): two requests that
  * differ only there could not be told apart. A promise only when there are uploaded files (their bytes may be on disk).
+ * With `chosen` (the digest of the route's `fingerprint` function), that digest stands for parameters, query and body.
  */
-export function requestFingerprint(request: any, method: string, route: string): string | Promise<string> {
+export function requestFingerprint(
+  request: any,
+  method: string,
+  route: string,
+  chosen?: string,
+): string | Promise<string> {
   const where = `${method} ${route}`;
   const raw = request.raw ?? request; // Fastify's request wraps Node's
   if (carriesBody(raw) && !raw.readableEnded) throw unparsedBody(where, raw.headers['content-type']);
@@ -17,7 +23,11 @@ export function requestFingerprint(request: any, method: string, route: string):
   // On Fastify, @fastify/multipart decorates requests with file() and files() methods: those are not uploads.
   const file = uploaded(request.file) as MulterFile | undefined;
   const files = uploaded(request.files) as MulterFile[] | Record<string, MulterFile[]> | undefined;
-  const input = { method, route, params: request.params, query: request.query, body };
+  // The route's own fingerprint (`chosen`) stands for what the handler reads of the request; files stay in.
+  const input =
+    chosen === undefined
+      ? { method, route, params: request.params, query: request.query, body }
+      : { method, route, params: null, query: null, body: { $fingerprint: chosen } };
   if (file === undefined && files === undefined) return fingerprintRequest(input);
   // Files on disk are read to be hashed: only then is the fingerprint a promise.
   return multerFiles(file, files, where).then((digests) => fingerprintRequest({ ...input, files: digests }));

@@ -62,10 +62,14 @@ export class HttpContextAdapter implements ContextAdapter {
     return requestOf(context);
   }
 
-  fingerprint(call: InterceptedCall): string | Promise<string> {
+  input({ context }: InterceptedCall): unknown {
+    return requestOf(context);
+  }
+
+  fingerprint(call: InterceptedCall, chosen?: string): string | Promise<string> {
     const { method, route } = this.identity(call);
     try {
-      const fingerprint = requestFingerprint(requestOf(call.context), method, route);
+      const fingerprint = requestFingerprint(requestOf(call.context), method, route, chosen);
       if (typeof fingerprint === 'string') return fingerprint;
       return fingerprint.catch((error: unknown) => this.unreadable(error, `${method} ${route}`));
     } catch (error) {

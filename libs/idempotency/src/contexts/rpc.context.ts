@@ -20,8 +20,8 @@ export class RpcContextAdapter implements ContextAdapter {
     return route.name ?? `RPC ${rpcPattern(context)}`;
   }
 
-  key({ context, route }: InterceptedCall): unknown {
-    return route.key?.(context.switchToRpc().getData(), context);
+  key(call: InterceptedCall): unknown {
+    return call.route.key?.(this.input(call), call.context);
   }
 
   missingKey(): string {
@@ -32,8 +32,13 @@ export class RpcContextAdapter implements ContextAdapter {
     return undefined;
   }
 
-  async fingerprint({ context, route }: InterceptedCall): Promise<string> {
-    return fingerprintValue(['RPC', route.name ?? rpcPattern(context), context.switchToRpc().getData()]);
+  input({ context }: InterceptedCall): unknown {
+    return context.switchToRpc().getData();
+  }
+
+  async fingerprint({ context, route }: InterceptedCall, chosen?: string): Promise<string> {
+    const message = chosen === undefined ? context.switchToRpc().getData() : { $fingerprint: chosen };
+    return fingerprintValue(['RPC', route.name ?? rpcPattern(context), message]);
   }
 
   capture(value: unknown): StoredResponse {

@@ -130,6 +130,18 @@ export class IdempotencyScopeFailedError extends IdempotencyError {
 }
 
 /**
+ * The route's `fingerprint` function threw or returned a value that is not JSON: what makes two requests the same is
+ * unknown, so nothing is claimed and the handler does not run.
+ */
+export class IdempotencyFingerprintFailedError extends IdempotencyError {
+  override readonly name = 'IdempotencyFingerprintFailedError';
+  readonly outcome = 'fingerprint_failed';
+  constructor(readonly operation: string) {
+    super(`The idempotency fingerprint of ${operation} could not be taken (the fingerprint function failed).`);
+  }
+}
+
+/**
  * The store refused the module's request in a way retrying will not fix: access denied, no such table, a request it
  * rejects as invalid, unrecognized credentials. Fails closed with a 500, without `Retry-After`.
  */

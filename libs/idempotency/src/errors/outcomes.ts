@@ -13,6 +13,7 @@ export type ProblemOutcome =
   | 'record_unreadable'
   | 'body_unreadable'
   | 'scope_failed'
+  | 'fingerprint_failed'
   | 'store_misconfigured'
   | 'store_throttled'
   | 'store_unavailable';
@@ -83,6 +84,7 @@ export const PROBLEMS = {
       'The request was not processed.',
   },
   scope_failed: { slug: 'scope-failed', title: 'Idempotency scope failed', status: 500 },
+  fingerprint_failed: { slug: 'fingerprint-failed', title: 'Idempotency fingerprint failed', status: 500 },
   store_misconfigured: {
     slug: 'store-misconfigured',
     title: 'Idempotency store misconfigured',

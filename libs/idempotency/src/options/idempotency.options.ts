@@ -134,6 +134,15 @@ export interface IdempotentOptions {
    */
   key?: (request: any, context: ExecutionContext) => string | number | undefined;
   /**
+   * What makes two requests with one key "the same", instead of everything the handler can read: any JSON value, taken
+   * in canonical form (key order does not count). It gets what `key` gets (the HTTP request; a GraphQL mutation's
+   * arguments; a message's data), e.g. `({ body }) => ({ amount: body.amount, currency: body.currency })`, so that a
+   * retry whose `sentAt` changed replays instead of answering 422. What it leaves out can no longer be told apart.
+   * Uploaded files stay in the fingerprint. A function that throws, returns a promise or a value that is not JSON
+   * answers 500 `fingerprint-failed`; nothing is claimed. Default: the whole request.
+   */
+  fingerprint?: (request: any, context: ExecutionContext) => unknown;
+  /**
    * While another request with the key is running: 0 (default) answers 409 at once; otherwise wait up to
    * this many milliseconds for its result, polling with consistent reads.
    */
