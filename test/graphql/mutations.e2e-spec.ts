@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApolloDriver, ApolloDriverConfig } from '@nestjs/apollo';
 import { HttpException, Injectable } from '@nestjs/common';
 import { Args, Field, GraphQLModule, InputType, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
-import { Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { Idempotent, IdempotencyModule, IdempotencyOutcomeEvent } from 'nestjs-dynamodb-idempotency';
 import { startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { createIdempotencyTable } from '../support/table';
@@ -96,6 +96,7 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
   let b: TestApp;
   let keys = 0;
   const newKey = () => `gql-${++keys}`;
+  const events: IdempotencyOutcomeEvent[] = [];
 
   /** An instance without replay cache, so a duplicate on the other one is read back from dynalite. */
   const boot = () =>
@@ -106,7 +107,12 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
           autoSchemaFile: true,
           context: ({ req, res }: never) => ({ req, res }),
         }),
-        IdempotencyModule.forRoot({ client: localClient(dynamo.endpoint), tableName, replayCache: { enabled: false } }),
+        IdempotencyModule.forRoot({
+          client: localClient(dynamo.endpoint),
+          tableName,
+          replayCache: { enabled: false },
+          onOutcome: (event) => events.push(event),
+        }),
       ],
       providers: [Runs, PaymentsResolver, RefundsResolver],
     });
@@ -179,6 +185,27 @@ describe('GraphQL mutations (Apollo driver on Express)', () => {
     expect(retry.replayed).toBe('true');
     const other = await graphql(b, PAY_WITH_NOTE, { amount: 4, note: 'first try' }, key);
     expect(other.errors?.[0].extensions).toMatchObject({ code: 'IDEMPOTENCY_FINGERPRINT_MISMATCH', status: 422 });
+  });
+
+  it('reports each mutation call to onOutcome as the graphql transport: executed on one instance, replayed on the other', async () => {
+    const key = newKey();
+    const before = events.length;
+    await graphql(a, PAY, { amount: 9 }, key);
+    await graphql(b, PAY, { amount: 9 }, key);
+    expect(events.slice(before)).toEqual([
+      expect.objectContaining({
+        outcome: 'executed',
+        transport: 'graphql',
+        operation: 'GraphQL Mutation.pay',
+        statusCode: 200,
+      }),
+      expect.objectContaining({
+        outcome: 'replayed',
+        transport: 'graphql',
+        operation: 'GraphQL Mutation.pay',
+        statusCode: 200,
+      }),
+    ]);
   });
 
   it('answers a mutation without a key with IDEMPOTENCY_KEY_MISSING, and never runs it', async () => {

@@ -50,6 +50,26 @@ describe('orders-api demo', () => {
       expect(all.filter((o) => o.id === created.id)).toHaveLength(1);
     });
 
+    it('lets a browser client send Idempotency-Key and read Idempotent-Replayed and Retry-After (CORS)', async () => {
+      const origin = 'http://shop.example';
+      const preflight = await fetch(`${api.url}/orders`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type,idempotency-key',
+        },
+      });
+      expect(preflight.status).toBeLessThan(300);
+      expect(preflight.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('idempotency-key');
+      const created = await post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-cors', origin });
+      const exposed = created.headers
+        .get('access-control-expose-headers')
+        ?.toLowerCase()
+        .split(/\s*,\s*/);
+      expect(exposed).toEqual(expect.arrayContaining(['idempotent-replayed', 'retry-after', 'location']));
+    });
+
     it('answers a concurrent duplicate with 409 while the first is still processing', async () => {
       const responses = await Promise.all([
         post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-b' }),

@@ -8,7 +8,13 @@ import {
   Transport,
 } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
-import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyOutcomeEvent,
+  InMemoryIdempotencyRepository,
+  ProblemType,
+} from 'nestjs-dynamodb-idempotency';
 import { lastValueFrom } from 'rxjs';
 import { AddressInfo, Server } from 'node:net';
 
@@ -22,6 +28,7 @@ class RiskyConsumer {
 }
 
 let paidRuns = 0;
+const events: IdempotencyOutcomeEvent[] = [];
 
 @Controller()
 class PaymentConsumer {
@@ -51,7 +58,12 @@ describe('message handler keys and fingerprints', () => {
   let client: ClientProxy;
   beforeAll(async () => {
     const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+      imports: [
+        IdempotencyModule.forRoot({
+          repository: new InMemoryIdempotencyRepository(),
+          onOutcome: (event) => events.push(event),
+        }),
+      ],
       controllers: [RiskyConsumer, PaymentConsumer],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
@@ -97,5 +109,16 @@ describe('message handler keys and fingerprints', () => {
       status: 500,
     });
     expect(paidRuns).toBe(before);
+  });
+
+  it('reports each message call to onOutcome: executed, then replayed, as the rpc transport', async () => {
+    const before = events.length;
+    await lastValueFrom(client.send('paid', { id: 'p-3', orderId: 'o-3', deliveredAt: '10:00' }));
+    await lastValueFrom(client.send('paid', { id: 'p-3', orderId: 'o-3', deliveredAt: '10:01' }));
+    expect(events.slice(before)).toEqual([
+      expect.objectContaining({ outcome: 'executed', transport: 'rpc', operation: 'RPC ["paid"]', statusCode: 200 }),
+      expect.objectContaining({ outcome: 'replayed', transport: 'rpc', operation: 'RPC ["paid"]', statusCode: 200 }),
+    ]);
+    expect(events[before].recordKey).toBe(events[before + 1].recordKey);
   });
 });

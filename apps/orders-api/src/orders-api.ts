@@ -53,6 +53,8 @@ export async function startOrdersApi(
   const levels = options.logger ?? [...LOG_LEVELS.slice(LOG_LEVELS.indexOf(config.logLevel))];
   const app = await NestFactory.create(AppModule.forRoot(config, client), adapter, { logger: levels });
   app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
+  // A browser client reads only the response headers CORS exposes: the replay marker, the retry delay, the order's URL.
+  app.enableCors({ exposedHeaders: ['Idempotent-Replayed', 'Retry-After', 'Location'] });
   app.enableShutdownHooks();
   const transport = app.connectMicroservice<MicroserviceOptions>({
     transport: Transport.TCP,

@@ -49,7 +49,14 @@ export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
 export { UnrecordableValueError } from './response/typed-value';
-export type { ProblemOutcome, ProblemTypeUri, RequestOutcome } from './errors/outcomes';
+export type {
+  IdempotencyOutcomeEvent,
+  OutcomeEventName,
+  ProblemOutcome,
+  ProblemTypeUri,
+  RequestOutcome,
+} from './errors/outcomes';
+export { OUTCOME_CHANNEL } from './observability/outcome-events';
 export type {
   BinaryBodyType,
   IdempotencyRecord,

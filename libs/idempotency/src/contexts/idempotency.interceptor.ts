@@ -134,4 +134,9 @@ class InterceptedWork implements ProtectedWork<unknown> {
   replay(stored: StoredResponse): unknown {
     return this.adapter.replay(stored, this.call, this.headersBefore);
   }
+
+  origin() {
+    const transport = this.call.context.getType<'http' | 'rpc' | 'graphql'>();
+    return { transport, operation: this.adapter.operation(this.call) };
+  }
 }

@@ -23,6 +23,8 @@ export type RequestOutcome = 'executed' | 'replayed' | ProblemOutcome;
 
 /** How one problem outcome is answered. */
 export interface ProblemRow {
+  /** Its name in outcome events (`onOutcome`, the diagnostics channel). */
+  event: string;
   /** The last part of the problem's `type` (`urn:nestjs-dynamodb-idempotency:<slug>`) and of the GraphQL code. */
   slug: string;
   title: string;
@@ -47,19 +49,31 @@ const inFlight = {
  * one table. An outcome without a row does not compile.
  */
 export const PROBLEMS = {
-  missing_key: { slug: 'key-missing', title: 'Idempotency key missing', status: 400 },
-  invalid_key: { slug: 'key-invalid', title: 'Idempotency key invalid', status: 400 },
-  invalid_request: { slug: 'request-invalid', title: 'Request cannot be fingerprinted', status: 400 },
+  missing_key: { event: 'missing-key', slug: 'key-missing', title: 'Idempotency key missing', status: 400 },
+  invalid_key: { event: 'invalid-key', slug: 'key-invalid', title: 'Idempotency key invalid', status: 400 },
+  invalid_request: {
+    event: 'invalid-request',
+    slug: 'request-invalid',
+    title: 'Request cannot be fingerprinted',
+    status: 400,
+  },
   mismatch: {
+    event: 'mismatch',
     slug: 'fingerprint-mismatch',
     title: 'Idempotency key reused with a different request',
     status: 422,
     detail: 'This idempotency key was already used with a different request. Use a new key for a new request.',
   },
-  in_flight: inFlight,
-  lease_lost: inFlight,
-  commit_rejected: { slug: 'commit-rejected', title: 'Request rejected by a write condition', status: 409 },
+  in_flight: { ...inFlight, event: 'in-flight' },
+  lease_lost: { ...inFlight, event: 'lease-lost' },
+  commit_rejected: {
+    event: 'commit-rejected',
+    slug: 'commit-rejected',
+    title: 'Request rejected by a write condition',
+    status: 409,
+  },
   response_not_stored: {
+    event: 'not-stored',
     slug: 'response-not-stored',
     title: 'Request already processed',
     status: 409,
@@ -68,6 +82,7 @@ export const PROBLEMS = {
       'It will not be processed again.',
   },
   record_unreadable: {
+    event: 'record-unreadable',
     slug: 'record-unreadable',
     title: 'Stored response unreadable',
     status: 500,
@@ -76,6 +91,7 @@ export const PROBLEMS = {
       'It will not be processed again.',
   },
   body_unreadable: {
+    event: 'body-unreadable',
     slug: 'body-unreadable',
     title: 'Unsupported request body',
     status: 415,
@@ -83,9 +99,15 @@ export const PROBLEMS = {
       'The request body could not be read for this operation (its content type is not one the operation accepts). ' +
       'The request was not processed.',
   },
-  scope_failed: { slug: 'scope-failed', title: 'Idempotency scope failed', status: 500 },
-  fingerprint_failed: { slug: 'fingerprint-failed', title: 'Idempotency fingerprint failed', status: 500 },
+  scope_failed: { event: 'scope-failed', slug: 'scope-failed', title: 'Idempotency scope failed', status: 500 },
+  fingerprint_failed: {
+    event: 'fingerprint-failed',
+    slug: 'fingerprint-failed',
+    title: 'Idempotency fingerprint failed',
+    status: 500,
+  },
   store_misconfigured: {
+    event: 'misconfigured',
     slug: 'store-misconfigured',
     title: 'Idempotency store misconfigured',
     status: 500,
@@ -94,6 +116,7 @@ export const PROBLEMS = {
       'The operator has been told (logs).',
   },
   store_throttled: {
+    event: 'throttled',
     slug: 'store-throttled',
     title: 'Idempotency store throttled',
     status: 503,
@@ -101,6 +124,7 @@ export const PROBLEMS = {
     detail: 'The request was not processed because the idempotency store is throttling. Retry with the same key.',
   },
   store_unavailable: {
+    event: 'unavailable',
     slug: 'store-unavailable',
     title: 'Idempotency store unavailable',
     status: 503,
@@ -127,3 +151,32 @@ const camelCase = (slug: string) => slug.replace(/-(\w)/g, (_, letter: string) =
 export const ProblemType = Object.freeze(
   Object.fromEntries(Object.values(PROBLEMS).map(({ slug }) => [camelCase(slug), problemTypeUri(slug)])),
 ) as { readonly [S in Slug as CamelCase<S>]: `urn:nestjs-dynamodb-idempotency:${S}` };
+
+/** The names of outcome events: a run, a replay, or a problem's `event`. */
+export type OutcomeEventName = 'executed' | 'replayed' | (typeof PROBLEMS)[ProblemOutcome]['event'];
+
+/** An outcome's event name. */
+export function outcomeEventName(outcome: RequestOutcome): OutcomeEventName {
+  return outcome === 'executed' || outcome === 'replayed' ? outcome : PROBLEMS[outcome].event;
+}
+
+/**
+ * One protected call's outcome, as `onOutcome` and the `nestjs-dynamodb-idempotency:outcome` diagnostics channel
+ * receive it: one event per call, built only when one of them listens.
+ */
+export interface IdempotencyOutcomeEvent {
+  outcome: OutcomeEventName;
+  /** How the call came in: an HTTP route, a GraphQL mutation, a message handler, `IdempotencyService.execute`. */
+  transport: 'http' | 'graphql' | 'rpc' | 'function';
+  /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`. */
+  operation: string;
+  /** The record key (hashed: never the client's key); absent when the call has none (a missing key). */
+  recordKey?: string;
+  /** Its partition, in a sort-key layout. */
+  partition?: string;
+  /** The status answered: the handler's (executed), the stored one (replayed), the problem's. */
+  statusCode?: number;
+  /** From the call's start to its outcome. */
+  durationMs: number;
+  mode: 'lease' | 'optimistic';
+}

@@ -1,6 +1,7 @@
 import { Attributes, metrics, ObservableResult, Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { RequestOutcome } from '../errors/outcomes';
 import { CountedSeries, CountedSeriesEntry } from './counted-series';
+import { OutcomeEvents, ReportedCall } from './outcome-events';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
@@ -105,6 +106,8 @@ export class IdempotencyTelemetry {
   /** The per-request series of this table, each looked up once (by the label's value). */
   private readonly requestSeries = new Map<string, CountedSeriesEntry>();
   private readonly lookupSeries = new Map<string, CountedSeriesEntry>();
+  /** Outcome events (`onOutcome`, the diagnostics channel): published from `request`. */
+  readonly outcomes = new OutcomeEvents();
   private readonly storeDuration = this.meter.createHistogram(METRICS.storeDuration.name, {
     description: METRICS.storeDuration.help,
     unit: 's',
@@ -138,8 +141,10 @@ export class IdempotencyTelemetry {
     this.tableSeries(this.replayCacheLookups, this.lookupSeries, 'result', hit ? 'hit' : 'miss').value++;
   }
 
-  request(outcome: RequestOutcome): void {
+  /** Counts a protected call's outcome, and publishes it as an outcome event when `call` carries a report. */
+  request(outcome: RequestOutcome, call?: ReportedCall, statusCode?: number): void {
     this.tableSeries(this.requests, this.requestSeries, 'outcome', outcome).value++;
+    this.outcomes.publish(outcome, call, statusCode);
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {

@@ -2,6 +2,7 @@ import { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ExecutionContext } from '@nestjs/common';
 import type { TableLayoutOptions } from '../dynamodb/table-layout';
+import type { IdempotencyOutcomeEvent } from '../errors/outcomes';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { EncryptionOptions } from '../response/response-sealing';
 
@@ -69,6 +70,13 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
   replayHeaders?: string[];
   /** Which outcomes are final (stored and replayed, errors included). Default `defaultStoreIf`. */
   storeIf?: StoreIf;
+  /**
+   * Called once per protected call with its outcome (executed, replayed, in-flight, mismatch …), its transport,
+   * operation, record key, status and duration: business metrics, finding the record a request created. The same
+   * events go to the `nestjs-dynamodb-idempotency:outcome` diagnostics channel. A hook that throws never changes the
+   * answer (logged at most once a minute); keep it fast, it runs on the request's path.
+   */
+  onOutcome?: (event: IdempotencyOutcomeEvent) => void;
   /**
    * The table is checked once at startup (`DescribeTable`: credentials, existence, key schema). `true` (default): a
    * problem fails application startup with the reason and the fix. `false`: it is only logged, for apps that must

@@ -41,7 +41,10 @@ export type ResolvedIdempotencyOptions = Required<
     | 'keyHeader'
   >
 > &
-  Pick<IdempotencyModuleOptions, 'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds' | 'partitionKeyValue'> & {
+  Pick<
+    IdempotencyModuleOptions,
+    'scope' | 'reconcileIntervalSeconds' | 'clockSkewSeconds' | 'partitionKeyValue' | 'onOutcome'
+  > & {
     /** Where the records sit in the table (its keys, attribute names, key prefix), checked. */
     layout: TableLayout;
     replayHeaders: string[];
@@ -81,6 +84,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     failOnStartup: options.failOnStartup ?? true,
     startupCheck: options.startupCheck ?? true,
     storeIf: options.storeIf ?? defaultStoreIf,
+    onOutcome: onOutcomeOption(options.onOutcome, where),
     sealer: ResponseSealer.from(options.encryption, where),
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
@@ -102,4 +106,9 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
       where,
     ),
   };
+}
+
+function onOutcomeOption(hook: unknown, where: string): IdempotencyModuleOptions['onOutcome'] {
+  if (hook === undefined || typeof hook === 'function') return hook as IdempotencyModuleOptions['onOutcome'];
+  throw new TypeError(`${where}: onOutcome must be a function (event) => void, got ${typeof hook}`);
 }

@@ -64,6 +64,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       clock,
     });
     this.flights = new SingleFlight(repository, clock, telemetry);
+    telemetry.outcomes.hook = options.onOutcome;
     const recorder = new OutcomeRecorder({
       repository,
       clock,
@@ -142,17 +143,20 @@ export class IdempotencyService implements OnApplicationShutdown {
   }
 
   private async protect<T>(work: ProtectedWork<T>): Promise<T> {
+    const report = this.telemetry.outcomes.report(() => work.origin?.());
+    let call: ProtectedCall | undefined;
     try {
       const described = work.describe();
-      const call = described instanceof Promise ? await described : described;
+      call = described instanceof Promise ? await described : described;
       if (!call) return await work.execute();
+      if (report) call.report = report;
       const acquired =
         call.mode === 'optimistic'
           ? (this.cachedReplay(call, true) ?? (await this.optimistic.run(call, work)))
           : await this.acquire(call);
       if ('result' in acquired) return acquired.result;
       if ('replay' in acquired) {
-        this.telemetry.request('replayed');
+        this.telemetry.request('replayed', call, acquired.replay.statusCode);
         return work.replay(acquired.replay);
       }
       try {
@@ -161,7 +165,7 @@ export class IdempotencyService implements OnApplicationShutdown {
         this.flights.forget(call.recordKey, acquired.flight);
       }
     } catch (error) {
-      if (error instanceof IdempotencyError) this.telemetry.request(error.outcome);
+      if (error instanceof IdempotencyError) this.telemetry.request(error.outcome, call ?? { report });
       throw error;
     }
   }

@@ -43,7 +43,7 @@ export class OptimisticRun {
     const stored = finalOutcome(this.logger, call, work, outcome, writes);
     const replay = stored ? await this.store(call, claimToken, stored, writes) : await this.storedBefore(call);
     if (replay) return { replay };
-    this.deps.telemetry.request('executed');
+    this.deps.telemetry.request('executed', call, stored?.statusCode);
     if ('error' in outcome) throw outcome.error;
     return outcome;
   }

@@ -63,7 +63,7 @@ describe('OutcomeRecorder', () => {
       expiresAt: clock.nowSeconds() + 86_400,
     });
     expect(cache.get('k')).toMatchObject({ fingerprint: 'fp', response: stored });
-    expect(requests).toHaveBeenCalledWith('executed');
+    expect(requests).toHaveBeenCalledWith('executed', expect.anything(), 201);
   });
 
   it('releases the key (FAILED, claimable at once) when the outcome is not final', async () => {
@@ -79,7 +79,7 @@ describe('OutcomeRecorder', () => {
     const requests = jest.spyOn(telemetry, 'request');
     const reexecuted = jest.spyOn(telemetry, 'reexecutionDetected');
     await recorder.settle(call, token, stored);
-    expect(requests).toHaveBeenCalledWith('lease_lost');
+    expect(requests).toHaveBeenCalledWith('lease_lost', expect.anything(), undefined);
     expect(reexecuted).not.toHaveBeenCalled(); // the successor is still running: nothing ran twice yet
     expect(await repository.get({ key: 'k' })).toMatchObject({
       status: 'PENDING',
@@ -125,7 +125,7 @@ describe('OutcomeRecorder', () => {
     } finally {
       errors.mockRestore();
     }
-    expect(requests).toHaveBeenCalledWith('executed');
+    expect(requests).toHaveBeenCalledWith('executed', expect.anything(), expect.any(Number));
     expect(repository.completions).toBe(0);
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'PENDING' }); // unlocked when its lease ends
   });

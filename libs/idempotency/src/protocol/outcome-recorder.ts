@@ -81,7 +81,7 @@ export class OutcomeRecorder {
       const expiresAt = completion.ok ? completion.expiresAt : completion.current?.expiresAt;
       if (expiresAt !== undefined)
         this.cache.set(call.recordKey, { fingerprint: call.fingerprint, expiresAt, response: stored });
-      this.telemetry.request('executed');
+      this.telemetry.request('executed', call, stored.statusCode);
       return result;
     }
     if (completion.reason === 'commit_rejected') {
@@ -100,7 +100,7 @@ export class OutcomeRecorder {
    */
   settle(call: ProtectedCall, claimToken: string, stored: StoredResponse | undefined): Promise<void> {
     if (!stored) {
-      this.telemetry.request('executed');
+      this.telemetry.request('executed', call);
       return this.release(call, claimToken).then(() => undefined);
     }
     let completing: Promise<CompleteResult>;
@@ -114,7 +114,7 @@ export class OutcomeRecorder {
       (error: unknown) => {
         // The work's effects happened; the caller gets them. The key unlocks when the lease ends.
         this.logger.error({ msg: 'completion not stored', key: call.recordKey, error: String(error) });
-        this.telemetry.request('executed');
+        this.telemetry.request('executed', call, stored.statusCode);
       },
     );
   }
@@ -128,7 +128,8 @@ export class OutcomeRecorder {
         response: stored,
       });
     }
-    this.telemetry.request(!completion.ok && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed');
+    const outcome = !completion.ok && completion.reason === 'lease_lost' ? 'lease_lost' : 'executed';
+    this.telemetry.request(outcome, call, outcome === 'executed' ? stored.statusCode : undefined);
   }
 
   /** PENDING → COMPLETED (with the writes, in one transaction), through store faults; `noted` reads the answer. */

@@ -1,6 +1,7 @@
 import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
 import { CallPolicy, CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from './idempotency-context';
+import type { CallReport } from '../observability/outcome-events';
 
 export type { CallSettings } from '../options/route-settings';
 
@@ -32,6 +33,8 @@ export interface ProtectedCall extends CallPolicy {
    * Inside an AWS Lambda invocation (`withLambdaContext`): its deadline, epoch seconds. The lease never ends later.
    */
   deadline?: number;
+  /** Where the call came from and when, for its outcome event: set only while someone listens (`OutcomeEvents`). */
+  report?: CallReport;
 }
 
 /** The lease to write now: the call's own, cut at the invocation's deadline (0 once it has passed). */
@@ -63,6 +66,8 @@ export interface ProtectedWork<T> {
   isFinal?(stored: StoredResponse, error?: unknown): boolean;
   /** Turns a stored response back into a result for a duplicate; throws for a stored error. */
   replay(stored: StoredResponse): T;
+  /** How the call came in and what it applies to, for outcome events (asked only while someone listens). */
+  origin?(): Omit<CallReport, 'startedMs'>;
 }
 
 /**

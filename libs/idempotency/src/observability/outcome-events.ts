@@ -1,0 +1,76 @@
+import { channel } from 'node:diagnostics_channel';
+import { Logger } from '@nestjs/common';
+import { IdempotencyOutcomeEvent, outcomeEventName, PROBLEMS, RequestOutcome } from '../errors/outcomes';
+
+/** The `node:diagnostics_channel` channel every protected call's outcome is published on, while it has subscribers. */
+export const OUTCOME_CHANNEL = 'nestjs-dynamodb-idempotency:outcome';
+const outcomeChannel = channel(OUTCOME_CHANNEL);
+
+/** A hook that throws is logged at most this often: it never changes an answer, and never floods the log. */
+const HOOK_ERROR_LOG_INTERVAL_MS = 60_000;
+
+/** Where a call came from and when it started: kept on the call only while someone listens for outcome events. */
+export interface CallReport {
+  transport: IdempotencyOutcomeEvent['transport'];
+  operation: string;
+  startedMs: number;
+}
+
+/** The part of a call an outcome event reads. */
+export interface ReportedCall {
+  recordKey?: string;
+  partition?: string;
+  mode?: IdempotencyOutcomeEvent['mode'];
+  report?: CallReport;
+}
+
+/**
+ * One event per protected call, to the module's `onOutcome` hook and the diagnostics channel. Nothing is built while
+ * neither listens: a call carries a `report` only if one did when it started.
+ */
+export class OutcomeEvents {
+  private static readonly logger = new Logger('Idempotency');
+  hook?: (event: IdempotencyOutcomeEvent) => void;
+  private lastHookErrorMs = -Infinity;
+
+  /** A call's report, if anyone listens now. `origin` is asked only then. */
+  report(origin: () => Omit<CallReport, 'startedMs'> | undefined): CallReport | undefined {
+    if (this.hook === undefined && !outcomeChannel.hasSubscribers) return undefined;
+    const from = origin();
+    return from && { ...from, startedMs: performance.now() };
+  }
+
+  publish(outcome: RequestOutcome, call: ReportedCall | undefined, statusCode?: number): void {
+    const report = call?.report;
+    if (!report) return;
+    const event: IdempotencyOutcomeEvent = {
+      outcome: outcomeEventName(outcome),
+      transport: report.transport,
+      operation: report.operation,
+      durationMs: performance.now() - report.startedMs,
+      mode: call.mode ?? 'lease',
+    };
+    if (call.recordKey !== undefined) event.recordKey = call.recordKey;
+    if (call.partition !== undefined) event.partition = call.partition;
+    const status =
+      statusCode ?? (outcome === 'executed' || outcome === 'replayed' ? undefined : PROBLEMS[outcome].status);
+    if (status !== undefined) event.statusCode = status;
+    if (outcomeChannel.hasSubscribers) outcomeChannel.publish(event);
+    if (this.hook) this.callHook(this.hook, event);
+  }
+
+  private callHook(hook: (event: IdempotencyOutcomeEvent) => void, event: IdempotencyOutcomeEvent): void {
+    try {
+      hook(event);
+    } catch (error) {
+      const now = performance.now();
+      if (now - this.lastHookErrorMs < HOOK_ERROR_LOG_INTERVAL_MS) return;
+      this.lastHookErrorMs = now;
+      OutcomeEvents.logger.error({
+        msg: 'the onOutcome hook threw; the answer is unchanged (logged at most once a minute)',
+        operation: event.operation,
+        error: String(error),
+      });
+    }
+  }
+}
