@@ -1,5 +1,5 @@
 // The builds behind `npm run build:lib` (the publishable package in libs/idempotency: CommonJS + type declarations,
-// README, LICENSE) and `npm run build` (also the demo into dist/apps/orders-api).
+// README, LICENSE, CHANGELOG) and `npm run build` (also the demo into dist/apps/orders-api).
 //
 // A process may be loading the output while another builds it (two `npm start` at the same moment), so the output is
 // never deleted and never half-written: tsc compiles into a fresh directory beside it, then each file that changed is
@@ -27,6 +27,7 @@ const TARGETS = {
     compile('libs/idempotency/tsconfig.lib.json', 'libs/idempotency/dist');
     copyFileSync(join(root, 'README.md'), join(root, 'libs/idempotency/README.md'));
     copyFileSync(join(root, 'LICENSE'), join(root, 'libs/idempotency/LICENSE'));
+    copyFileSync(join(root, 'CHANGELOG.md'), join(root, 'libs/idempotency/CHANGELOG.md'));
   },
   app: () => compile('apps/orders-api/tsconfig.app.json', 'dist/apps/orders-api'),
 };

@@ -40,6 +40,7 @@ async function main() {
   );
   checkTarball(tarball);
   lintTarball(tarball);
+  publishDryRun();
 
   const dynalite = require('dynalite')({ createTableMs: 0 });
   await new Promise((done) => dynalite.listen(0, '127.0.0.1', done));
@@ -85,13 +86,52 @@ function lintTarball(tarball) {
   console.log('publint and attw: ok');
 }
 
+/** The publish size budget: what a registry user downloads (packed) and installs (unpacked), in bytes. */
+const PUBLISH_BUDGET = { size: 250_000, unpackedSize: 900_000 };
+
+/**
+ * `npm publish --dry-run` for the library, as the release workflow runs it (without `--provenance`, which only a CI
+ * provider's OIDC token can sign): it builds through `prepack`, and what it would publish is checked: the same files
+ * as the tarball's rules, the changelog included, within the size budget.
+ */
+function publishDryRun() {
+  const output = run(npm, ['publish', '--dry-run', '--json', '--loglevel=error'], join(root, 'libs/idempotency'));
+  const report = JSON.parse(output.slice(output.indexOf('{')));
+  const published = report['nestjs-dynamodb-idempotency'] ?? report;
+  const files = published.files.map((file) => file.path);
+  const required = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts'];
+  const missing = required.filter((file) => !files.includes(file));
+  const unwanted = files.filter(
+    (file) => !/^(dist\/.*\.(js|d\.ts)|package\.json|README\.md|LICENSE|CHANGELOG\.md)$/.test(file),
+  );
+  const over = Object.entries(PUBLISH_BUDGET).filter(([field, budget]) => published[field] > budget);
+  if (missing.length || unwanted.length || over.length) {
+    throw new Error(
+      `npm publish --dry-run: missing ${JSON.stringify(missing)}, unwanted ${JSON.stringify(unwanted)}, over budget ` +
+        JSON.stringify(over.map(([field, budget]) => `${field} ${published[field]} > ${budget}`)),
+    );
+  }
+  console.log(
+    `npm publish --dry-run ok: ${files.length} files, ${published.size} bytes packed (budget ${PUBLISH_BUDGET.size}), ` +
+      `${published.unpackedSize} unpacked (budget ${PUBLISH_BUDGET.unpackedSize})`,
+  );
+}
+
 /** Only the built library goes out: no sources, tests or demo. */
 function checkTarball(tarball) {
   const files = run('tar', ['-tzf', tarball], work)
     .trim()
     .split('\n')
     .map((file) => file.replace(/^package\//, ''));
-  const required = ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js'];
+  const required = [
+    'package.json',
+    'README.md',
+    'LICENSE',
+    'CHANGELOG.md',
+    'dist/index.js',
+    'dist/index.d.ts',
+    'dist/cli/main.js',
+  ];
   const missing = required.filter((file) => !files.includes(file));
   const unwanted = files.filter(
     (file) => /\.spec\.|(^|\/)(src|test|apps)\/|\.ts$/.test(file) && !file.endsWith('.d.ts'),
