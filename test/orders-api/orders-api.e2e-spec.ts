@@ -70,6 +70,18 @@ describe('orders-api demo', () => {
       expect(exposed).toEqual(expect.arrayContaining(['idempotent-replayed', 'retry-after', 'location']));
     });
 
+    it('serves its OpenAPI document, which describes POST /orders as idempotent, and Swagger UI at /docs', async () => {
+      const document = (await (await fetch(`${api.url}/docs-json`)).json()) as {
+        paths: Record<string, Record<string, { parameters?: { name: string }[]; 'x-idempotency'?: unknown }>>;
+      };
+      const create = document.paths['/orders'].post;
+      expect(create.parameters?.map((parameter) => parameter.name)).toContain('Idempotency-Key');
+      expect(create['x-idempotency']).toMatchObject({ mode: expect.any(String), ttlSeconds: expect.any(Number) });
+      const ui = await fetch(`${api.url}/docs`);
+      expect(ui.status).toBe(200);
+      expect(await ui.text()).toContain('swagger-ui');
+    });
+
     it('answers a concurrent duplicate with 409 while the first is still processing', async () => {
       const responses = await Promise.all([
         post(`${api.url}/orders`, order, { 'Idempotency-Key': 'order-b' }),

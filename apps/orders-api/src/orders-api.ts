@@ -2,6 +2,7 @@ import { AddressInfo, Server } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { HttpAdapterHost, NestFactory } from '@nestjs/core';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ensureIdempotencyTable, ensureTable, IdempotencyService } from 'nestjs-dynamodb-idempotency';
@@ -55,6 +56,9 @@ export async function startOrdersApi(
   app.useGlobalFilters(new ProblemDetailsFilter(app.get(HttpAdapterHost).httpAdapter));
   // A browser client reads only the response headers CORS exposes: the replay marker, the retry delay, the order's URL.
   app.enableCors({ exposedHeaders: ['Idempotent-Replayed', 'Retry-After', 'Location'] });
+  // The API's OpenAPI document: the module describes its @Idempotent() routes (key header, problems, x-idempotency).
+  const openApi = new DocumentBuilder().setTitle('orders-api').setVersion('1').build();
+  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, openApi), { jsonDocumentUrl: 'docs-json' });
   app.enableShutdownHooks();
   const transport = app.connectMicroservice<MicroserviceOptions>({
     transport: Transport.TCP,

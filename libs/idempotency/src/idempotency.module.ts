@@ -15,6 +15,7 @@ import { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 import { IdempotencyReconciler } from './observability/idempotency.reconciler';
 import { IdempotencyService } from './protocol/idempotency.service';
 import { IdempotentRoutesCheck } from './startup/idempotent-routes.check';
+import { OpenApiRoutes } from './openapi/openapi-routes';
 import { IdempotencyTelemetry } from './observability/idempotency.telemetry';
 import { ConfigurableIdempotencyModule, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.module-definition';
 import { IdempotencyModuleOptions } from './options/idempotency.options';
@@ -94,6 +95,7 @@ import { StoreReadiness } from './startup/store-readiness';
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
     IdempotentRoutesCheck,
+    OpenApiRoutes,
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,
