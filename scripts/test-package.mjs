@@ -60,13 +60,20 @@ async function main() {
     dynalite.close();
   }
   try {
+    checkOpenApi(tarball);
+    console.log('PASS openapi-document');
+  } catch (error) {
+    failures += 1;
+    console.error(`FAIL openapi-document: ${error.stack ?? error}`);
+  }
+  try {
     await checkFiveMinutes(tarball);
     console.log('PASS readme-five-minutes');
   } catch (error) {
     failures += 1;
     console.error(`FAIL readme-five-minutes: ${error.stack ?? error}`);
   }
-  console.log(`${consumers.length + 1 - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 2 - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -140,6 +147,63 @@ function checkTarball(tarball) {
     throw new Error(`tarball: missing ${JSON.stringify(missing)}, unwanted ${JSON.stringify(unwanted)}`);
   }
   console.log(`tarball ok: ${files.length} files`);
+}
+
+/**
+ * The packed library beside @nestjs/swagger (NestJS 11, ESM): the OpenAPI document of a fresh app describes its
+ * @Idempotent() route and is valid (test/package/consumer-openapi.ts). The other consumers have no @nestjs/swagger.
+ */
+function checkOpenApi(tarball) {
+  const dir = join(work, 'openapi');
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  copyFileSync(join(root, 'test/package/consumer-openapi.ts'), join(dir, 'src/main.ts'));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'openapi', private: true, type: 'module' }));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'ES2022',
+        outDir: 'dist',
+        rootDir: 'src',
+        strict: true,
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
+        skipLibCheck: true,
+        types: ['node'],
+      },
+      include: ['src'],
+    }),
+  );
+  console.log('openapi-document: npm install');
+  run(
+    npm,
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      tarball,
+      '@nestjs/common@^11.0.0',
+      '@nestjs/core@^11.0.0',
+      '@nestjs/platform-express@^11.0.0',
+      '@nestjs/swagger@^11.0.0',
+      '@seriousme/openapi-schema-validator@^2',
+      '@aws-sdk/client-dynamodb@^3',
+      '@aws-sdk/lib-dynamodb@^3',
+      '@aws-sdk/util-dynamodb@^3',
+      '@opentelemetry/api@^1',
+      'reflect-metadata@^0.2',
+      'rxjs@^7',
+      'typescript@~5.9.3',
+      '@types/node@^20',
+    ],
+    dir,
+  );
+  run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+  const output = run(process.execPath, ['dist/main.js'], dir);
+  if (!output.includes('openapi ok')) throw new Error(`the OpenAPI check said:\n${output}`);
 }
 
 async function checkConsumer(consumer, tarball, endpoint, port) {

@@ -70,6 +70,15 @@ class ExpressUploads {
     return { file: described(file), note: body.note };
   }
 
+  /** A chosen fingerprint that leaves the whole request out: the file's digest still tells two uploads apart. */
+  @Post('chosen')
+  @Idempotent({ fingerprint: () => 'every request is the same' })
+  @UseInterceptors(FileInterceptor('file'))
+  chosen(@UploadedFile() file: File, @Req() request: any) {
+    this.runs.count(request.headers['idempotency-key']);
+    return { file: described(file) };
+  }
+
   @Post('disk')
   @Idempotent()
   @UseInterceptors(FileInterceptor('file', { dest: uploadDir }))
@@ -246,6 +255,11 @@ describe('uploads and unparsed bodies on Express', () => {
     ['an array of files', '/express/many', (bytes: string) => form({ files: file(bytes) })],
     ['named fields', '/express/fields', (bytes: string) => form({ front: file('front'), back: file(bytes) })],
     ['any files', '/express/any', (bytes: string) => form({ x: file(bytes) })],
+    [
+      'a route with a chosen fingerprint (files stay in it)',
+      '/express/chosen',
+      (bytes: string) => form({ file: file(bytes) }),
+    ],
   ])('%s: the same file replays, another file with the same name and size is a 422', async (_shape, path, body) => {
     const key = newKey();
     const first = await send(`${a.url}${path}`, key, body('abcd'));
