@@ -39,6 +39,17 @@ module.exports = {
       to: { path: `${lib}(protocol|contexts|startup|cli|observability)/` },
     },
     {
+      name: 'client-stands-alone',
+      comment:
+        'The retrying client (nestjs-dynamodb-idempotency/client) runs where Nest and the AWS SDK are not installed: ' +
+        'it imports its own files, the outcomes table and the constants, and no package.',
+      severity: 'error',
+      from: { path: `${lib}client/`, pathNot: '\\.spec\\.ts$' },
+      to: {
+        pathNot: [`${lib}client/`, `${lib}errors/outcomes\\.ts$`, `${lib}idempotency\\.constants\\.ts$`],
+      },
+    },
+    {
       name: 'library-not-the-demo',
       comment: 'Nothing in the library imports the demo or the tests.',
       severity: 'error',

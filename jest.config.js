@@ -8,6 +8,7 @@ module.exports = {
   moduleNameMapper: {
     '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src',
     '^nestjs-dynamodb-idempotency/testing$': '<rootDir>/libs/idempotency/src/testing',
+    '^nestjs-dynamodb-idempotency/client$': '<rootDir>/libs/idempotency/src/client',
     // @fastify/static 10 (Swagger UI on the Fastify demo) requires glob 14 and content-disposition 2, ES modules only:
     // Node loads them (require(esm)), Jest's CommonJS runtime cannot. Under Jest it gets glob 13 (the same API, with a
     // CommonJS build, hoisted to the root) and content-disposition 1 (test/support/content-disposition.cjs).

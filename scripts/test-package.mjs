@@ -60,6 +60,13 @@ async function main() {
     dynalite.close();
   }
   try {
+    checkClientAlone(tarball);
+    console.log('PASS client-without-nest');
+  } catch (error) {
+    failures += 1;
+    console.error(`FAIL client-without-nest: ${error.stack ?? error}`);
+  }
+  try {
     checkOpenApi(tarball);
     console.log('PASS openapi-document');
   } catch (error) {
@@ -73,7 +80,7 @@ async function main() {
     failures += 1;
     console.error(`FAIL readme-five-minutes: ${error.stack ?? error}`);
   }
-  console.log(`${consumers.length + 2 - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 3 - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -147,6 +154,50 @@ function checkTarball(tarball) {
     throw new Error(`tarball: missing ${JSON.stringify(missing)}, unwanted ${JSON.stringify(unwanted)}`);
   }
   console.log(`tarball ok: ${files.length} files`);
+}
+
+/**
+ * `nestjs-dynamodb-idempotency/client` in a project with nothing else: the package installed without its peers (no
+ * Nest, no AWS SDK), the subpath loaded from CommonJS and ESM, and one call retried with its key against a server
+ * that answers 503 then 201.
+ */
+function checkClientAlone(tarball) {
+  const dir = join(work, 'client-alone');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'client-alone', private: true }));
+  console.log('client-without-nest: npm install --legacy-peer-deps (no peers)');
+  run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', '--legacy-peer-deps', tarball], dir);
+  for (const peer of ['@nestjs/common', '@nestjs/core', '@aws-sdk/client-dynamodb']) {
+    let found = true;
+    try {
+      run('node', ['-e', `require.resolve(${JSON.stringify(peer)})`], dir);
+    } catch {
+      found = false;
+    }
+    if (found) throw new Error(`${peer} is installed: the check would not show that the client needs nothing`);
+  }
+  const script = `
+    import { createServer } from 'node:http';
+    import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
+    import { createRequire } from 'node:module';
+    const fromCommonJs = createRequire(import.meta.url)('nestjs-dynamodb-idempotency/client');
+    if (typeof fromCommonJs.createIdempotentClient !== 'function') throw new Error('no client from require()');
+    const keys = [];
+    const server = createServer((request, response) => {
+      keys.push(request.headers['idempotency-key']);
+      const status = keys.length === 1 ? 503 : 201;
+      response.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' }).end('{"ok":true}');
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = createIdempotentClient({ baseUrl: 'http://127.0.0.1:' + server.address().port });
+    const answer = await client.request('POST', '/orders', { body: { item: 'book' } });
+    server.close();
+    if (answer.status !== 201 || answer.attempts !== 2 || keys[0] !== keys[1] || keys[0] !== answer.key) {
+      throw new Error('unexpected: ' + JSON.stringify({ answer, keys }));
+    }
+    console.log('client ok');`;
+  const output = run(process.execPath, ['--input-type=module', '-e', script], dir);
+  if (!output.includes('client ok')) throw new Error(`the client check said:\n${output}`);
 }
 
 /**

@@ -19,6 +19,7 @@ Module._extensions['.ts'] = (module, filename) => {
 const packages = {
   'nestjs-dynamodb-idempotency': path.join(root, 'libs/idempotency/src/index.ts'),
   'nestjs-dynamodb-idempotency/testing': path.join(root, 'libs/idempotency/src/testing/index.ts'),
+  'nestjs-dynamodb-idempotency/client': path.join(root, 'libs/idempotency/src/client/index.ts'),
 };
 const resolve = Module._resolveFilename;
 Module._resolveFilename = function (request, ...rest) {

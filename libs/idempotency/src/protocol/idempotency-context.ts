@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import { DERIVE_KEY_HOOK } from '../client/derived-key';
 import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
@@ -18,6 +19,18 @@ export interface RunningClaim {
 }
 
 const claims = new AsyncLocalStorage<RunningClaim>();
+
+/** `deriveKey`: the same for every run of a record and name, never the raw client key or the claim token. */
+function derivedKeyOf(recordKey: string, name: string): string {
+  return createHash('sha256').update(`derived\0${recordKey}\0${name}`).digest('hex');
+}
+
+// The retrying client (`nestjs-dynamodb-idempotency/client`, which imports nothing of Nest) asks the tracked call it
+// runs in for `deriveKey(name)` here.
+(globalThis as Record<symbol, unknown>)[DERIVE_KEY_HOOK] = (name: string): string | undefined => {
+  const claim = claims.getStore();
+  return claim && derivedKeyOf(claim.recordKey, name);
+};
 
 /**
  * Runs `fn` with `claim` as the current one. `tracked`: through AsyncLocalStorage, so the injected
@@ -118,8 +131,7 @@ export class IdempotencyContext {
   deriveKey(name: string): string {
     if (typeof name !== 'string' || name.length === 0)
       throw new TypeError('IdempotencyContext.deriveKey needs a name.');
-    const { recordKey } = this.running('deriveKey');
-    return createHash('sha256').update(`derived\0${recordKey}\0${name}`).digest('hex');
+    return derivedKeyOf(this.running('deriveKey').recordKey, name);
   }
 
   /**

@@ -1,0 +1,23 @@
+/**
+ * Where this process's protected calls answer `deriveKey(name)` for the client: a function on `globalThis` under a
+ * registered symbol, set by the module (protocol/idempotency-context.ts), so that the client imports nothing of Nest.
+ */
+export const DERIVE_KEY_HOOK = Symbol.for('nestjs-dynamodb-idempotency.deriveKey');
+
+type DeriveKey = (name: string) => string | undefined;
+
+/** The key `name` derives in the protected call this runs in; throws when there is none. */
+export function derivedKey(name: string): string {
+  if (typeof name !== 'string' || name.length === 0)
+    throw new TypeError('IdempotentClient: name must be a non-empty string');
+  const derive = (globalThis as Record<symbol, DeriveKey | undefined>)[DERIVE_KEY_HOOK];
+  const key = derive?.(name);
+  if (key === undefined) {
+    throw new Error(
+      `IdempotentClient: { name: '${name}' } takes its key from the protected call it runs in (IdempotencyContext.` +
+        'deriveKey), and none runs here. Pass { key } outside protected calls. Inside an @Idempotent() handler or ' +
+        'IdempotencyService.execute(), calls are tracked only when the application injects IdempotencyContext.',
+    );
+  }
+  return key;
+}

@@ -1,0 +1,157 @@
+import { IN_FLIGHT_PROBLEM_TYPE } from './problem-type';
+import { derivedKey } from './derived-key';
+import { backoffMs, retryAfterMs } from './retry-delay';
+
+/** Options of `createIdempotentClient`. */
+export interface IdempotentClientOptions {
+  /** Prefixed to relative URLs (`new URL(url, baseUrl)`). */
+  baseUrl?: string;
+  /** The key header. Default `Idempotency-Key`. */
+  keyHeader?: string;
+  /** Attempts per logical call, the first included. Default 5. */
+  maxAttempts?: number;
+  /** How long one logical call may take, its waits included; no retry starts after it. Default 30 s. */
+  maxElapsedMs?: number;
+  /** The `fetch` to use. Default the global one. */
+  fetch?: typeof fetch;
+}
+
+/** One logical call. */
+export interface IdempotentRequestOptions {
+  /** JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** The call's key. Default: `deriveKey(name)` inside a protected call when `name` is given, else a new UUID. */
+  key?: string;
+  /** Inside a protected call: the key is the call's `deriveKey(name)`, the same on every retry of the parent. */
+  name?: string;
+  /** Aborts the call, its waits included. */
+  signal?: AbortSignal;
+}
+
+/** The answer to a logical call: its last attempt's. */
+export interface IdempotentResponse<T = unknown> {
+  status: number;
+  headers: Headers;
+  /** JSON when the response says so (`application/json`, `application/problem+json`), else text. */
+  body: T;
+  /** `Idempotent-Replayed: true`: the server answered with the stored response of an earlier request. */
+  replayed: boolean;
+  attempts: number;
+  /** The key every attempt carried. */
+  key: string;
+}
+
+export interface IdempotentClient {
+  request<T = unknown>(method: string, url: string, options?: IdempotentRequestOptions): Promise<IdempotentResponse<T>>;
+}
+
+/**
+ * A client that retries a non-idempotent call safely: one key per logical call, the same on every attempt, so that the
+ * server (this module, or any that follows the IETF Idempotency-Key draft) runs it once. Retried: network errors, 409
+ * in flight (the module's problem type, or any 409 with `Retry-After`), 429 and 503, honouring `Retry-After`, else
+ * exponential backoff with full jitter. Never retried: other 4xx. Imports nothing from Nest or the AWS SDK.
+ */
+export function createIdempotentClient(options: IdempotentClientOptions = {}): IdempotentClient {
+  const {
+    baseUrl,
+    keyHeader = 'Idempotency-Key',
+    maxAttempts = 5,
+    maxElapsedMs = 30_000,
+    fetch: send = globalThis.fetch,
+  } = options;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer ≥ 1');
+  if (!(maxElapsedMs >= 0)) throw new RangeError('maxElapsedMs must be a number of milliseconds ≥ 0');
+  return {
+    async request<T>(method: string, url: string, call: IdempotentRequestOptions = {}) {
+      const key = call.key ?? (call.name === undefined ? globalThis.crypto.randomUUID() : derivedKey(call.name));
+      const target = baseUrl === undefined ? url : new URL(url, baseUrl).toString();
+      const init = requestInit(method, call, keyHeader, key);
+      const deadline = performance.now() + maxElapsedMs;
+      for (let attempt = 1; ; attempt++) {
+        let response: Response;
+        try {
+          response = await send(target, init);
+        } catch (error) {
+          if (call.signal?.aborted) throw error;
+          const delay = backoffMs(attempt);
+          if (attempt >= maxAttempts || performance.now() + delay > deadline) throw error;
+          await wait(delay, call.signal);
+          continue;
+        }
+        const answer = await answerOf<T>(response, attempt, key);
+        const delay = retryDelay(answer, attempt);
+        if (delay === undefined || attempt >= maxAttempts || performance.now() + delay > deadline) return answer;
+        await wait(delay, call.signal);
+      }
+    },
+  };
+}
+
+function requestInit(method: string, call: IdempotentRequestOptions, keyHeader: string, key: string): RequestInit {
+  const headers = new Headers(call.headers);
+  headers.set(keyHeader, key);
+  let body = call.body as RequestInit['body'];
+  if (call.body !== undefined && !isRawBody(call.body)) {
+    body = JSON.stringify(call.body);
+    if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+  }
+  return { method: method.toUpperCase(), headers, body, signal: call.signal };
+}
+
+function isRawBody(body: unknown): boolean {
+  return (
+    typeof body === 'string' ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof URLSearchParams ||
+    body instanceof FormData ||
+    body instanceof Blob
+  );
+}
+
+async function answerOf<T>(response: Response, attempts: number, key: string): Promise<IdempotentResponse<T>> {
+  const text = await response.text();
+  const json = /^application\/([\w.+-]+\+)?json\b/i.test(response.headers.get('content-type') ?? '');
+  let body: unknown = text;
+  if (json && text.length > 0) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // kept as text: the server said JSON and sent something else
+    }
+  }
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: body as T,
+    replayed: response.headers.get('idempotent-replayed') === 'true',
+    attempts,
+    key,
+  };
+}
+
+/** How long to wait before retrying this answer, or undefined when it is not retried. */
+function retryDelay(answer: IdempotentResponse<unknown>, attempt: number): number | undefined {
+  const retryAfter = retryAfterMs(answer.headers.get('retry-after'));
+  const inFlight =
+    answer.status === 409 &&
+    (retryAfter !== undefined || (answer.body as { type?: unknown } | null)?.type === IN_FLIGHT_PROBLEM_TYPE);
+  if (!inFlight && answer.status !== 429 && answer.status !== 503) return undefined;
+  return retryAfter ?? backoffMs(attempt);
+}
+
+function wait(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
