@@ -9,7 +9,7 @@ import {
   IdempotencyService,
   ProblemType,
 } from 'nestjs-dynamodb-idempotency';
-import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
+import { createIdempotentClient, IdempotentRequestError } from 'nestjs-dynamodb-idempotency/client';
 import { startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { RunsByKey } from '../support/runs-by-key';
@@ -112,7 +112,10 @@ describe('the retrying client against scripted answers', () => {
 
   it('throws the last network error when every attempt fails, and aborts on its signal', async () => {
     const closed = createIdempotentClient({ baseUrl: 'http://127.0.0.1:9', maxAttempts: 2, maxElapsedMs: 5000 });
-    await expect(closed.request('POST', '/orders')).rejects.toThrow();
+    const failure = await closed.request('POST', '/orders', { key: 'unreachable' }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(IdempotentRequestError);
+    expect(failure).toMatchObject({ attempts: 2, key: 'unreachable' });
+    expect(String((failure as Error).cause)).toMatch(/fetch failed/); // the last network error
     server.script(reply(503, {}, { 'retry-after': '2' }));
     const controller = new AbortController();
     const call = client().request('POST', '/orders', { signal: controller.signal });

@@ -42,6 +42,18 @@ export interface IdempotentResponse<T = unknown> {
   key: string;
 }
 
+/** Every attempt of a logical call failed on the network: the last error is the `cause`. */
+export class IdempotentRequestError extends Error {
+  override name = 'IdempotentRequestError';
+  constructor(
+    readonly attempts: number,
+    readonly key: string,
+    cause: unknown,
+  ) {
+    super(`no answer after ${attempts} attempt(s) with key ${key}: ${String(cause)}`, { cause });
+  }
+}
+
 export interface IdempotentClient {
   request<T = unknown>(method: string, url: string, options?: IdempotentRequestOptions): Promise<IdempotentResponse<T>>;
 }
@@ -50,7 +62,9 @@ export interface IdempotentClient {
  * A client that retries a non-idempotent call safely: one key per logical call, the same on every attempt, so that the
  * server (this module, or any that follows the IETF Idempotency-Key draft) runs it once. Retried: network errors, 409
  * in flight (the module's problem type, or any 409 with `Retry-After`), 429 and 503, honouring `Retry-After`, else
- * exponential backoff with full jitter. Never retried: other 4xx. Imports nothing from Nest or the AWS SDK.
+ * exponential backoff with full jitter. Never retried: other 4xx. When the attempts or the time run out, the last answer
+ * is returned, or an `IdempotentRequestError` (its `cause` the last network error) thrown. Imports nothing from Nest or
+ * the AWS SDK.
  */
 export function createIdempotentClient(options: IdempotentClientOptions = {}): IdempotentClient {
   const {
@@ -75,7 +89,9 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
         } catch (error) {
           if (call.signal?.aborted) throw error;
           const delay = backoffMs(attempt);
-          if (attempt >= maxAttempts || performance.now() + delay > deadline) throw error;
+          if (attempt >= maxAttempts || performance.now() + delay > deadline) {
+            throw new IdempotentRequestError(attempt, key, error);
+          }
           await wait(delay, call.signal);
           continue;
         }

@@ -1,6 +1,6 @@
 // nestjs-dynamodb-idempotency/client: a retrying HTTP client that carries one key per logical call. It imports nothing
 // from Nest or the AWS SDK (Node.js 20+ with the global fetch, or a browser bundle).
-export { createIdempotentClient } from './idempotent-client';
+export { createIdempotentClient, IdempotentRequestError } from './idempotent-client';
 export type {
   IdempotentClient,
   IdempotentClientOptions,

@@ -76,7 +76,8 @@ export class OpenApiRoutes {
       originals.set(handler, original);
     }
     const policy = callPolicy(route, this.options);
-    const scoped = (route.scope ?? this.options.scope) !== undefined && (route.scope ?? this.options.scope) !== false;
+    const scope = route.scope ?? this.options.scope;
+    const scoped = scope !== undefined && scope !== false;
     const parameters = [...(original.parameters ?? [])];
     if (!route.key) parameters.push(this.keyParameter(route, policy, scoped));
     Reflect.defineMetadata(API_PARAMETERS, parameters, handler);
