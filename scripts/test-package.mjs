@@ -66,12 +66,14 @@ async function main() {
     failures += 1;
     console.error(`FAIL client-without-nest: ${error.stack ?? error}`);
   }
-  try {
-    checkOpenApi(tarball);
-    console.log('PASS openapi-document');
-  } catch (error) {
-    failures += 1;
-    console.error(`FAIL openapi-document: ${error.stack ?? error}`);
+  for (const nest of ['11', '12']) {
+    try {
+      checkOpenApi(tarball, nest);
+      console.log(`PASS openapi-document-nest${nest}`);
+    } catch (error) {
+      failures += 1;
+      console.error(`FAIL openapi-document-nest${nest}: ${error.stack ?? error}`);
+    }
   }
   try {
     await checkFiveMinutes(tarball);
@@ -80,7 +82,7 @@ async function main() {
     failures += 1;
     console.error(`FAIL readme-five-minutes: ${error.stack ?? error}`);
   }
-  console.log(`${consumers.length + 3 - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 4 - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -201,11 +203,12 @@ function checkClientAlone(tarball) {
 }
 
 /**
- * The packed library beside @nestjs/swagger (NestJS 11, ESM): the OpenAPI document of a fresh app describes its
- * @Idempotent() route and is valid (test/package/consumer-openapi.ts). The other consumers have no @nestjs/swagger.
+ * The packed library beside @nestjs/swagger (its major is Nest's: 11 and 12, ESM): the OpenAPI document of a fresh app
+ * describes its @Idempotent() route and is valid (test/package/consumer-openapi.ts). The other consumers have no
+ * @nestjs/swagger.
  */
-function checkOpenApi(tarball) {
-  const dir = join(work, 'openapi');
+function checkOpenApi(tarball, nest) {
+  const dir = join(work, `openapi-nest${nest}`);
   mkdirSync(join(dir, 'src'), { recursive: true });
   copyFileSync(join(root, 'test/package/consumer-openapi.ts'), join(dir, 'src/main.ts'));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'openapi', private: true, type: 'module' }));
@@ -227,7 +230,7 @@ function checkOpenApi(tarball) {
       include: ['src'],
     }),
   );
-  console.log('openapi-document: npm install');
+  console.log(`openapi-document-nest${nest}: npm install`);
   run(
     npm,
     [
@@ -236,10 +239,10 @@ function checkOpenApi(tarball) {
       '--no-fund',
       '--loglevel=error',
       tarball,
-      '@nestjs/common@^11.0.0',
-      '@nestjs/core@^11.0.0',
-      '@nestjs/platform-express@^11.0.0',
-      '@nestjs/swagger@^11.0.0',
+      `@nestjs/common@^${nest}.0.0`,
+      `@nestjs/core@^${nest}.0.0`,
+      `@nestjs/platform-express@^${nest}.0.0`,
+      `@nestjs/swagger@^${nest}.0.0`,
       '@seriousme/openapi-schema-validator@^2',
       '@aws-sdk/client-dynamodb@^3',
       '@aws-sdk/lib-dynamodb@^3',
