@@ -111,11 +111,15 @@ describe.each(PLATFORMS)('outcome events on %s', (platform: Platform) => {
     ]);
   });
 
-  it('reports an optimistic route in its mode', async () => {
+  it('reports an optimistic route in its mode, a call without a key included', async () => {
     const key = newKey();
     const before = hooked.length;
     await post(`${app.url}/hooked/accepted`, {}, { 'Idempotency-Key': key });
-    expect(hooked.slice(before)).toMatchObject([{ outcome: 'executed', statusCode: 202, mode: 'optimistic' }]);
+    await post(`${app.url}/hooked/accepted`, {});
+    expect(hooked.slice(before)).toMatchObject([
+      { outcome: 'executed', statusCode: 202, mode: 'optimistic' },
+      { outcome: 'missing-key', statusCode: 400, mode: 'optimistic' },
+    ]);
   });
 
   it('reports execute() calls as the function transport', async () => {

@@ -137,6 +137,6 @@ class InterceptedWork implements ProtectedWork<unknown> {
 
   origin() {
     const transport = this.call.context.getType<'http' | 'rpc' | 'graphql'>();
-    return { transport, operation: this.adapter.operation(this.call) };
+    return { transport, operation: this.adapter.operation(this.call), mode: this.call.route.mode };
   }
 }

@@ -13,6 +13,8 @@ const HOOK_ERROR_LOG_INTERVAL_MS = 60_000;
 export interface CallReport {
   transport: IdempotencyOutcomeEvent['transport'];
   operation: string;
+  /** The route's mode, for a call that ends before it is described (a missing key). */
+  mode?: IdempotencyOutcomeEvent['mode'];
   startedMs: number;
 }
 
@@ -48,7 +50,7 @@ export class OutcomeEvents {
       transport: report.transport,
       operation: report.operation,
       durationMs: performance.now() - report.startedMs,
-      mode: call.mode ?? 'lease',
+      mode: call.mode ?? report.mode ?? 'lease',
     };
     if (call.recordKey !== undefined) event.recordKey = call.recordKey;
     if (call.partition !== undefined) event.partition = call.partition;
