@@ -3,6 +3,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { StreamableFile } from '@nestjs/common';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
 import { BinaryBodyType, StoredResponse } from '../repository/idempotency.record';
+import { binaryValue } from './binary-values';
 import { decodeTyped, encodeTyped } from './typed-value';
 
 type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted'>;
@@ -104,20 +105,6 @@ export function storedTypedResult(value: unknown): StoredResponse {
   return { statusCode: 200, headers: {}, body: encodeTyped(value, 'result'), bodyEncoding: 'typed' };
 }
 
-const TYPED_ARRAYS = {
-  Uint8Array,
-  Uint8ClampedArray,
-  Int8Array,
-  Uint16Array,
-  Int16Array,
-  Uint32Array,
-  Int32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-} as const;
-
 /**
  * The value to hand back on a replay, of the type the first response was: a copy, so that whatever happens to it
  * downstream (an outer interceptor that edits the response) cannot change what the next replay returns.
@@ -148,10 +135,9 @@ function binaryBody(bytes: Buffer, stored: StoredResponse): unknown {
   const type = stored.bodyType ?? 'Buffer';
   if (type === 'Buffer') return bytes;
   if (type === 'StreamableFile') return new StreamableFile(bytes, stored.fileOptions);
-  const copy = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-  if (type === 'ArrayBuffer') return copy;
-  if (type === 'DataView') return new DataView(copy);
-  return new TYPED_ARRAYS[type](copy);
+  const value = binaryValue(type, bytes);
+  if (value === undefined) throw new TypeError(`a stored body has an unknown binary type: ${type}`);
+  return value;
 }
 
 /** The `response` attribute: JSON text (S), gzipped JSON (B) once it is large. */

@@ -1,3 +1,5 @@
+import { binaryValue, isBinaryView } from './binary-values';
+
 /**
  * A value as JSON that comes back as the types it was: JSON itself, plus `Date`, `BigInt`, `Map`, `Set`, `Buffer`,
  * typed arrays and `ArrayBuffer`, `undefined` (as a member, an array element or the whole value), `NaN`, `±Infinity`
@@ -16,21 +18,6 @@ export class UnrecordableValueError extends TypeError {
 }
 
 type Tagged = { [TAG]: string; value?: unknown };
-
-const BINARY: Record<string, new (bytes: ArrayBuffer) => ArrayBufferView> = {
-  Uint8Array,
-  Uint8ClampedArray,
-  Int8Array,
-  Uint16Array,
-  Int16Array,
-  Uint32Array,
-  Int32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-  DataView,
-};
 
 /** `value` as JSON data, tagged where JSON cannot say what it was. `where` names the value in errors (`result`). */
 export function encodeTyped(value: unknown, where = 'the value'): unknown {
@@ -72,7 +59,7 @@ function encodeObject(object: object, path: string, ancestors: Set<object>, dept
   }
   if (Buffer.isBuffer(object)) return { [TAG]: 'Buffer', value: object.toString('base64') };
   if (ArrayBuffer.isView(object)) {
-    const type = object.constructor.name in BINARY ? object.constructor.name : 'Uint8Array';
+    const type = isBinaryView(object.constructor.name) ? object.constructor.name : 'Uint8Array';
     return { [TAG]: type, value: Buffer.from(object.buffer, object.byteOffset, object.byteLength).toString('base64') };
   }
   if (object instanceof ArrayBuffer) return { [TAG]: 'ArrayBuffer', value: Buffer.from(object).toString('base64') };
@@ -130,10 +117,7 @@ function decodeTagged({ [TAG]: type, value }: Tagged): unknown {
     case 'Buffer':
       return Buffer.from(value as string, 'base64');
   }
-  const bytes = Buffer.from(value as string, 'base64');
-  const copy = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-  if (type === 'ArrayBuffer') return copy;
-  const Binary = BINARY[type];
-  if (!Binary) throw new TypeError(`a recorded value has an unknown type tag: ${type}`);
-  return new Binary(copy);
+  const binary = binaryValue(type, Buffer.from(value as string, 'base64'));
+  if (binary === undefined) throw new TypeError(`a recorded value has an unknown type tag: ${type}`);
+  return binary;
 }
