@@ -72,13 +72,19 @@ interface Reply {
 class SimulatedController {
   constructor(private readonly runs: HttpRuns) {}
 
-  /** Headers of the run about to start: `x-run` is replayed (`replayHeaders`), `x-order-id` is not. */
-  private headersOfRun(reply: Reply, run: number): void {
-    reply.header('x-run', String(run));
-    reply.header('x-order-id', `ord_${run}`);
+  /**
+   * A run that returns its answer, after setting two headers of its own: `x-run` is replayed (`replayHeaders`),
+   * `x-order-id` is not.
+   */
+  private async returnedBy(route: Route, reply: Reply, key: string, request: string, variant: number) {
+    const next = this.runs.all.length + 1;
+    reply.header('x-run', String(next));
+    reply.header('x-order-id', `ord_${next}`);
+    const run = await this.runs.start(route, key, request);
+    return { run, variant };
   }
 
-  /** Returns its answer; sets a header of its own run. */
+  /** Returns its answer (lease mode). */
   @Post('returned')
   @Idempotent()
   async returned(
@@ -87,9 +93,7 @@ class SimulatedController {
     @Headers('x-request') request: string,
     @Res({ passthrough: true }) reply: Reply,
   ) {
-    this.headersOfRun(reply, this.runs.all.length + 1);
-    const run = await this.runs.start('returned', key, request);
-    return { run, variant: body.variant };
+    return this.returnedBy('returned', reply, key, request, body.variant);
   }
 
   /** The Express habit: sends the answer itself and returns nothing. */
@@ -114,9 +118,7 @@ class SimulatedController {
     @Headers('x-request') request: string,
     @Res({ passthrough: true }) reply: Reply,
   ) {
-    this.headersOfRun(reply, this.runs.all.length + 1);
-    const run = await this.runs.start('optimistic', key, request);
-    return { run, variant: body.variant };
+    return this.returnedBy('optimistic', reply, key, request, body.variant);
   }
 }
 
