@@ -158,6 +158,47 @@ function checkTarball(tarball) {
   console.log(`tarball ok: ${files.length} files`);
 }
 
+/** What every consumer installs beside the tarball and its Nest packages: the library's other peers, and tsc. */
+const CONSUMER_PACKAGES = [
+  '@aws-sdk/client-dynamodb@^3',
+  '@aws-sdk/lib-dynamodb@^3',
+  '@aws-sdk/util-dynamodb@^3',
+  '@opentelemetry/api@^1',
+  'reflect-metadata@^0.2',
+  'rxjs@^7',
+  'typescript@~5.9.3',
+  '@types/node@^20',
+];
+
+function installBeside(dir, tarball, ...packages) {
+  run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', tarball, ...packages, ...CONSUMER_PACKAGES], dir);
+}
+
+/** A consumer project under `work`: its package.json, a strict tsconfig with decorators (`compilerOptions` over it). */
+function consumerProject(name, packageJson, compilerOptions) {
+  const dir = join(work, name);
+  mkdirSync(join(dir, 'src'), { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, private: true, ...packageJson }, null, 2));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        ...compilerOptions,
+        target: 'ES2022',
+        outDir: 'dist',
+        rootDir: 'src',
+        strict: true,
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
+        skipLibCheck: true,
+        types: ['node'],
+      },
+      include: ['src'],
+    }),
+  );
+  return dir;
+}
+
 /**
  * `nestjs-dynamodb-idempotency/client` in a project with nothing else: the package installed without its peers (no
  * Nest, no AWS SDK), the subpath loaded from CommonJS and ESM, and one call retried with its key against a server
@@ -208,52 +249,21 @@ function checkClientAlone(tarball) {
  * @nestjs/swagger.
  */
 function checkOpenApi(tarball, nest) {
-  const dir = join(work, `openapi-nest${nest}`);
-  mkdirSync(join(dir, 'src'), { recursive: true });
-  copyFileSync(join(root, 'test/package/consumer-openapi.ts'), join(dir, 'src/main.ts'));
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'openapi', private: true, type: 'module' }));
-  writeFileSync(
-    join(dir, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        module: 'nodenext',
-        moduleResolution: 'nodenext',
-        target: 'ES2022',
-        outDir: 'dist',
-        rootDir: 'src',
-        strict: true,
-        experimentalDecorators: true,
-        emitDecoratorMetadata: true,
-        skipLibCheck: true,
-        types: ['node'],
-      },
-      include: ['src'],
-    }),
+  const dir = consumerProject(
+    `openapi-nest${nest}`,
+    { type: 'module' },
+    { module: 'nodenext', moduleResolution: 'nodenext' },
   );
+  copyFileSync(join(root, 'test/package/consumer-openapi.ts'), join(dir, 'src/main.ts'));
   console.log(`openapi-document-nest${nest}: npm install`);
-  run(
-    npm,
-    [
-      'install',
-      '--no-audit',
-      '--no-fund',
-      '--loglevel=error',
-      tarball,
-      `@nestjs/common@^${nest}.0.0`,
-      `@nestjs/core@^${nest}.0.0`,
-      `@nestjs/platform-express@^${nest}.0.0`,
-      `@nestjs/swagger@^${nest}.0.0`,
-      '@seriousme/openapi-schema-validator@^2',
-      '@aws-sdk/client-dynamodb@^3',
-      '@aws-sdk/lib-dynamodb@^3',
-      '@aws-sdk/util-dynamodb@^3',
-      '@opentelemetry/api@^1',
-      'reflect-metadata@^0.2',
-      'rxjs@^7',
-      'typescript@~5.9.3',
-      '@types/node@^20',
-    ],
+  installBeside(
     dir,
+    tarball,
+    `@nestjs/common@^${nest}.0.0`,
+    `@nestjs/core@^${nest}.0.0`,
+    `@nestjs/platform-express@^${nest}.0.0`,
+    `@nestjs/swagger@^${nest}.0.0`,
+    '@seriousme/openapi-schema-validator@^2',
   );
   run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
   const output = run(process.execPath, ['dist/main.js'], dir);
@@ -261,47 +271,17 @@ function checkOpenApi(tarball, nest) {
 }
 
 async function checkConsumer(consumer, tarball, endpoint, port) {
-  const dir = join(work, consumer.name);
-  mkdirSync(join(dir, 'src'), { recursive: true });
+  const dir = consumerProject(consumer.name, consumer.packageJson, consumer.tsconfig);
   copyFileSync(join(root, 'test/package/consumer-main.ts'), join(dir, 'src/main.ts'));
   copyFileSync(join(root, 'test/package/consumer-contract.test.ts'), join(dir, 'src/contract.test.ts'));
-  writeFileSync(
-    join(dir, 'package.json'),
-    JSON.stringify({ name: consumer.name, private: true, ...consumer.packageJson }, null, 2),
-  );
-  writeFileSync(
-    join(dir, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        ...consumer.tsconfig,
-        target: 'ES2022',
-        outDir: 'dist',
-        rootDir: 'src',
-        strict: true,
-        experimentalDecorators: true,
-        emitDecoratorMetadata: true,
-        skipLibCheck: true,
-        types: ['node'],
-      },
-      include: ['src'],
-    }),
-  );
-  const dependencies = [
+  console.log(`${consumer.name}: npm install`);
+  installBeside(
+    dir,
     tarball,
     `@nestjs/common@${consumer.nest}`,
     `@nestjs/core@${consumer.nest}`,
     `@nestjs/platform-express@${consumer.nest}`,
-    '@aws-sdk/client-dynamodb@^3',
-    '@aws-sdk/lib-dynamodb@^3',
-    '@aws-sdk/util-dynamodb@^3',
-    '@opentelemetry/api@^1',
-    'reflect-metadata@^0.2',
-    'rxjs@^7',
-    'typescript@~5.9.3',
-    '@types/node@^20',
-  ];
-  console.log(`${consumer.name}: npm install`);
-  run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', ...dependencies], dir);
+  );
   const installed = JSON.parse(
     run('node', ['-p', 'JSON.stringify(require("@nestjs/core/package.json").version)'], dir),
   );
@@ -394,29 +374,14 @@ async function checkFiveMinutes(tarball) {
     }),
   );
   console.log('readme-five-minutes: npm install');
-  run(
-    npm,
-    [
-      'install',
-      '--no-audit',
-      '--no-fund',
-      '--loglevel=error',
-      tarball,
-      '@nestjs/common@^11',
-      '@nestjs/core@^11',
-      '@nestjs/platform-express@^11',
-      '@nestjs/platform-fastify@^11',
-      '@aws-sdk/client-dynamodb@^3',
-      '@aws-sdk/lib-dynamodb@^3',
-      '@aws-sdk/util-dynamodb@^3',
-      '@opentelemetry/api@^1',
-      'reflect-metadata@^0.2',
-      'rxjs@^7',
-      'dynalite@^4',
-      'typescript@~5.9.3',
-      '@types/node@^20',
-    ],
+  installBeside(
     dir,
+    tarball,
+    '@nestjs/common@^11',
+    '@nestjs/core@^11',
+    '@nestjs/platform-express@^11',
+    '@nestjs/platform-fastify@^11',
+    'dynalite@^4',
   );
   for (const variant of ['express', 'fastify']) {
     for (const block of blocks.filter((candidate) => !candidate.variant)) {
