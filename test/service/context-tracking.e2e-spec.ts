@@ -22,12 +22,16 @@ import { post } from '../support/app';
 
 /**
  * The module tracks protected calls through AsyncLocalStorage (which costs every promise of the process on Node 20
- * and 22) only when something in the application has IdempotencyContext injected. These tests read the singleton
- * context inside a call: it answers when calls are tracked, and explains itself when they are not.
+ * and 22) only when something needs it: the application has IdempotencyContext injected, or the module watches
+ * unkeyed side effects (`unkeyedCalls`, on by default). These tests read the singleton context inside a call: it
+ * answers when calls are tracked, and explains itself when they are not.
  */
-async function appWith(metadata: { providers?: unknown[]; controllers?: Type[] }) {
+async function appWith(
+  metadata: { providers?: unknown[]; controllers?: Type[] },
+  unkeyedCalls: 'warn' | 'off' = 'off',
+) {
   const moduleRef = await Test.createTestingModule({
-    imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+    imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository(), unkeyedCalls })],
     providers: (metadata.providers ?? []) as Type[],
     controllers: metadata.controllers ?? [],
   }).compile();
@@ -108,7 +112,17 @@ describe('IdempotencyContext call tracking', () => {
     }
   });
 
-  describe('in an application that never injects IdempotencyContext', () => {
+  it('is on when the module watches unkeyed side effects (the default), without an injection', async () => {
+    const app = await appWith({ controllers: [PlainController] }, 'warn');
+    try {
+      await expect(recordKeyInsideCall(app)).resolves.toMatch(/^fn probe#[0-9a-f]{64}$/);
+      expect(app.get(IdempotencyContext).active).toBe(false);
+    } finally {
+      await app.close();
+    }
+  });
+
+  describe("in an application that never injects IdempotencyContext, with unkeyedCalls: 'off'", () => {
     let app: Awaited<ReturnType<typeof appWith>>;
     beforeAll(async () => (app = await appWith({ controllers: [PlainController] })));
     afterAll(() => app.close());

@@ -24,6 +24,13 @@ import { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.r
 import { IdempotencyRepository } from './repository/idempotency.repository';
 import { CallTracking } from './protocol/call-tracking';
 import { StoreReadiness } from './startup/store-readiness';
+import { watchUnkeyedWrites } from './unkeyed-calls/dynamodb-writes';
+
+/** The module's client, watched for writes protected calls send without a condition unless `unkeyedCalls` is off. */
+function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptions): DynamoDBClient {
+  if (options.unkeyedCalls !== 'off') watchUnkeyedWrites(client);
+  return client;
+}
 
 /**
  * Idempotent controller methods on DynamoDB. Global by default (`isGlobal: false` to import it per module).
@@ -57,7 +64,7 @@ import { StoreReadiness } from './startup/store-readiness';
       ) =>
         options.repository ??
         new DynamoDbIdempotencyRepository({
-          client: options.client ?? new DynamoDBClient(options.clientConfig ?? {}),
+          client: watchedClient(options.client ?? new DynamoDBClient(options.clientConfig ?? {}), resolved),
           tableName: resolved.tableName,
           keySchema: options.keySchema,
           attributeNames: options.attributeNames,

@@ -8,6 +8,7 @@ export type {
   IdempotentOptions,
   Scope,
   StoreIf,
+  UnkeyedCalls,
 } from './options/idempotency.options';
 export type { EncryptionOptions } from './response/response-sealing';
 export { Idempotent } from './decorators/idempotent.decorator';
@@ -49,6 +50,9 @@ export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
 export { UnrecordableValueError } from './response/typed-value';
+export { UnkeyedCallError } from './unkeyed-calls/unkeyed-call-watch';
+export type { UnkeyedCall, UnkeyedCallKind } from './unkeyed-calls/unkeyed-call-watch';
+export { watchUnkeyedWrites } from './unkeyed-calls/dynamodb-writes';
 export type {
   IdempotencyOutcomeEvent,
   OutcomeEventName,

@@ -45,6 +45,11 @@ export const METRICS = {
     kind: 'counter',
     help: 'Lookups in the in-process replay cache, by table and result (hit: answered without DynamoDB; miss)',
   },
+  unkeyedCalls: {
+    name: 'idempotency_unkeyed_calls_total',
+    kind: 'counter',
+    help: 'Side effects protected calls sent without a key (unkeyedCalls), by kind (http, dynamodb) and operation',
+  },
   storeDuration: {
     name: 'idempotency_store_call_duration_seconds',
     kind: 'histogram',
@@ -82,7 +87,8 @@ type CountedMetric =
   | 'duplicateReexecution'
   | 'completionRace'
   | 'renewalRefused'
-  | 'replayCacheLookups';
+  | 'replayCacheLookups'
+  | 'unkeyedCalls';
 
 function counted({ name, help }: (typeof METRICS)[CountedMetric]): CountedSeries {
   return CountedSeries.named(name, help, INSTRUMENTATION_SCOPE);
@@ -100,6 +106,7 @@ export class IdempotencyTelemetry {
   private readonly conditionalWriteRejected = counted(METRICS.conditionalWriteRejected);
   private readonly requests = counted(METRICS.requests);
   private readonly replayCacheLookups = counted(METRICS.replayCacheLookups);
+  private readonly unkeyedCalls = counted(METRICS.unkeyedCalls);
   private readonly duplicateReexecution: CountedSeriesEntry;
   private readonly completionRace: CountedSeriesEntry;
   private readonly renewalRefused: CountedSeriesEntry;
@@ -145,6 +152,12 @@ export class IdempotencyTelemetry {
   request(outcome: RequestOutcome, call?: ReportedCall, statusCode?: number): void {
     this.tableSeries(this.requests, this.requestSeries, 'outcome', outcome).value++;
     this.outcomes.publish(outcome, call, statusCode);
+  }
+
+  /** A side effect sent without a key inside a protected call (`unkeyedCalls`). */
+  unkeyedCall(kind: 'http' | 'dynamodb', operation: string): void {
+    const series = `${this.table ?? ''}\0${kind}\0${operation}`;
+    this.unkeyedCalls.series(series, { ...this.labels, kind, operation }).value++;
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {

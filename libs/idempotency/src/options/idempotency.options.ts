@@ -78,6 +78,15 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    */
   onOutcome?: (event: IdempotencyOutcomeEvent) => void;
   /**
+   * Side effects a protected call sends without a key, which a re-run would repeat (docs/clients.md): an HTTP request
+   * other than GET, HEAD or OPTIONS without an `Idempotency-Key` header (`fetch`, `node:http`, axios), and a DynamoDB
+   * `PutItem`, `UpdateItem` or `DeleteItem` without a `ConditionExpression` sent through a watched client (the
+   * module's own, and any given to `watchUnkeyedWrites`). `'warn'` (default): a warning once per route and target,
+   * and `idempotency_unkeyed_calls_total`. `'error'` (for tests): the call fails with an `UnkeyedCallError` before
+   * it is sent. `'off'`: nothing is watched. Watching tracks protected calls through `AsyncLocalStorage`.
+   */
+  unkeyedCalls?: UnkeyedCalls;
+  /**
    * The table is checked once at startup (`DescribeTable`: credentials, existence, key schema). `true` (default): a
    * problem fails application startup with the reason and the fix. `false`: it is only logged, for apps that must
    * start while DynamoDB is down (requests then answer 503 until it is back).
@@ -108,6 +117,9 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    */
   partitionKeyValue?: PartitionKeyValue;
 }
+
+/** What happens to a side effect a protected call sends without a key (`unkeyedCalls`). */
+export type UnkeyedCalls = 'warn' | 'error' | 'off';
 
 /** A record's partition in a sort-key layout: a fixed value, or a function of the call (like `scope`). */
 export type PartitionKeyValue = string | ((context: ExecutionContext, request?: any) => string);

@@ -14,7 +14,7 @@ import {
 import { onLambda } from '../lambda/lambda-environment';
 import { TableLayout } from '../dynamodb/table-layout';
 import { ResponseSealer } from '../response/response-sealing';
-import { defaultStoreIf, IdempotencyModuleOptions, StoreIf } from './idempotency.options';
+import { defaultStoreIf, IdempotencyModuleOptions, StoreIf, UnkeyedCalls } from './idempotency.options';
 import {
   explicitClockSkew,
   partitionKeyValueOption,
@@ -53,6 +53,7 @@ export type ResolvedIdempotencyOptions = Required<
     failOnStartup: boolean;
     startupCheck: boolean;
     storeIf: StoreIf;
+    unkeyedCalls: UnkeyedCalls;
     /** Set when `encryption` is. */
     sealer?: ResponseSealer;
   };
@@ -85,6 +86,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     startupCheck: options.startupCheck ?? true,
     storeIf: options.storeIf ?? defaultStoreIf,
     onOutcome: onOutcomeOption(options.onOutcome, where),
+    unkeyedCalls: unkeyedCallsOption(options.unkeyedCalls, where),
     sealer: ResponseSealer.from(options.encryption, where),
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
@@ -111,4 +113,10 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
 function onOutcomeOption(hook: unknown, where: string): IdempotencyModuleOptions['onOutcome'] {
   if (hook === undefined || typeof hook === 'function') return hook as IdempotencyModuleOptions['onOutcome'];
   throw new TypeError(`${where}: onOutcome must be a function (event) => void, got ${typeof hook}`);
+}
+
+function unkeyedCallsOption(value: unknown, where: string): UnkeyedCalls {
+  if (value === undefined) return 'warn';
+  if (value === 'warn' || value === 'error' || value === 'off') return value;
+  throw new TypeError(`${where}: unkeyedCalls must be 'warn', 'error' or 'off', got ${JSON.stringify(value)}`);
 }

@@ -1,22 +1,34 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { observeOutgoingRequests } from '../unkeyed-calls/outgoing-requests';
+import { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { IdempotencyContext, injectsIdempotencyContext, untrackContext } from './idempotency-context';
 
 /**
- * Whether protected calls are tracked through AsyncLocalStorage, so that an injected `IdempotencyContext` finds the
- * running claim anywhere in the work. Only when something in the application has `IdempotencyContext` injected: on
- * Node 20 and 22 AsyncLocalStorage adds work to every promise of the process. `execute()` hands its function a context
- * bound to the call either way.
+ * Whether protected calls are tracked through AsyncLocalStorage, so that an injected `IdempotencyContext` and the
+ * watch over unkeyed side effects (`unkeyedCalls`) find the running claim anywhere in the work. Only when one of them
+ * needs it: on Node 20 and 22 AsyncLocalStorage adds work to every promise of the process. `execute()` hands its
+ * function a context bound to the call either way.
  */
 @Injectable()
-export class CallTracking implements OnModuleInit {
+export class CallTracking implements OnModuleInit, OnApplicationShutdown {
   /** True until startup has looked: a call made before then is tracked, to be safe. */
   tracked = true;
+  /** The watch over side effects sent without a key, unless `unkeyedCalls` is off. */
+  readonly watch?: UnkeyedCallWatch;
+  private stopObserving?: () => void;
 
   constructor(
     private readonly modules: ModulesContainer,
     private readonly context: IdempotencyContext,
-  ) {}
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+    telemetry: IdempotencyTelemetry,
+  ) {
+    if (options.unkeyedCalls !== 'off')
+      this.watch = new UnkeyedCallWatch(options.unkeyedCalls, options.keyHeader, telemetry);
+  }
 
   onModuleInit(): void {
     const wrappers = [...this.modules.values()].flatMap((module) => [
@@ -26,7 +38,16 @@ export class CallTracking implements OnModuleInit {
       ...module.middlewares.values(),
     ]);
     // This class holds the context only to untrack it: it does not count.
-    this.tracked = wrappers.some((wrapper) => wrapper.metatype !== CallTracking && injectsIdempotencyContext(wrapper));
+    const injected = wrappers.some(
+      (wrapper) => wrapper.metatype !== CallTracking && injectsIdempotencyContext(wrapper),
+    );
+    this.tracked = injected || this.watch !== undefined;
     if (!this.tracked) untrackContext(this.context);
+    if (this.watch) this.stopObserving ??= observeOutgoingRequests();
+  }
+
+  onApplicationShutdown(): void {
+    this.stopObserving?.();
+    this.stopObserving = undefined;
   }
 }

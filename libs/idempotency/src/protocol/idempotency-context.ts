@@ -5,6 +5,7 @@ import { DERIVE_KEY_HOOK } from '../client/derived-key';
 import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
+import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {
@@ -16,9 +17,18 @@ export interface RunningClaim {
   writes: CommitWrite[];
   /** False once the work has returned: later writes (from work it left running) would never be committed. */
   open: boolean;
+  /** The application's watch over side effects sent without a key (`unkeyedCalls`), when it has one. */
+  watch?: UnkeyedCallWatch;
+  /** The call's route as reports name it (`POST /orders`, `fn charge-card`): asked only when one is made. */
+  route?: () => string;
 }
 
 const claims = new AsyncLocalStorage<RunningClaim>();
+
+/** The claim of the tracked protected call running here, if any (the unkeyed-call observers ask). */
+export function runningClaim(): RunningClaim | undefined {
+  return claims.getStore();
+}
 
 /** `deriveKey`: the same for every run of a record and name, never the raw client key or the claim token. */
 function derivedKeyOf(recordKey: string, name: string): string {
@@ -178,7 +188,7 @@ export class IdempotencyContext {
       throw new Error(
         'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
           'enhancer or middleware had IdempotencyContext injected at startup (a context taken with moduleRef.get() or ' +
-          'app.get() does not count). Inject it in the constructor of the class that uses it.',
+          "app.get() does not count) and unkeyedCalls is 'off'. Inject it in the constructor of the class that uses it.",
       );
     }
     return claim;

@@ -73,7 +73,8 @@ export class IdempotencyService implements OnApplicationShutdown {
       sealer: options.sealer,
       failedTtlSeconds: options.failedTtlSeconds,
     });
-    const environment = { canCommitWith: () => readiness.commitSupported(), tracked: () => tracking.tracked };
+    const { watch } = tracking;
+    const environment = { canCommitWith: () => readiness.commitSupported(), tracked: () => tracking.tracked, watch };
     this.owner = new KeyOwner(repository, telemetry, recorder, environment);
     this.optimistic = new OptimisticRun({
       ...environment,

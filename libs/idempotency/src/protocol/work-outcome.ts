@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { CommitWrite } from '../repository/commit-write';
 import { StoredResponse } from '../repository/idempotency.record';
+import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -10,8 +11,13 @@ import { ProtectedCall, ProtectedWork } from './protected-call';
 export interface OwnerEnvironment {
   /** Whether the store commits `commitWith` writes with the completion (a promise until the store has answered). */
   canCommitWith(): boolean | Promise<boolean>;
-  /** Whether calls are tracked through AsyncLocalStorage (the application injects `IdempotencyContext`). */
+  /**
+   * Whether calls are tracked through AsyncLocalStorage: the application injects `IdempotencyContext`, or watches
+   * unkeyed side effects.
+   */
   tracked(): boolean;
+  /** The watch over side effects sent without a key (`unkeyedCalls`), unless it is off. */
+  watch?: UnkeyedCallWatch;
 }
 
 /** What the work did: its result, or the error it threw. */
@@ -35,12 +41,11 @@ export function runUnderClaim<T>(
   environment: OwnerEnvironment,
 ): Promise<ClaimedRun<T>> {
   const known = environment.canCommitWith();
-  const tracked = environment.tracked();
-  if (typeof known === 'boolean') return runClaimed(call, claimToken, work, known, tracked);
+  if (typeof known === 'boolean') return runClaimed(call, claimToken, work, known, environment);
   // Known once the store has answered; a fault asking it means no (the work runs, without `commitWith`).
   return known.then(
-    (canCommitWith) => runClaimed(call, claimToken, work, canCommitWith, tracked),
-    () => runClaimed(call, claimToken, work, false, tracked),
+    (canCommitWith) => runClaimed(call, claimToken, work, canCommitWith, environment),
+    () => runClaimed(call, claimToken, work, false, environment),
   );
 }
 
@@ -50,9 +55,14 @@ function runClaimed<T>(
   claimToken: string,
   work: ProtectedWork<T>,
   canCommitWith: boolean,
-  tracked: boolean,
+  environment: OwnerEnvironment,
 ): Promise<ClaimedRun<T>> {
   const claim: RunningClaim = { recordKey: call.recordKey, claimToken, canCommitWith, writes: [], open: true };
+  const { watch } = environment;
+  if (watch) {
+    claim.watch = watch;
+    claim.route = () => work.origin?.().operation ?? call.recordKey;
+  }
   const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;
     return { outcome, writes };
@@ -60,7 +70,7 @@ function runClaimed<T>(
   let running: Promise<T>;
   try {
     // The same promise when it is one (nearly always): anything else, as `await` would take it.
-    running = Promise.resolve(runInClaim(claim, () => work.execute(boundContext(claim)), tracked));
+    running = Promise.resolve(runInClaim(claim, () => work.execute(boundContext(claim)), environment.tracked()));
   } catch (error) {
     return Promise.resolve(ended({ error }, []));
   }
