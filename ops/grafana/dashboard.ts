@@ -140,6 +140,19 @@ export function idempotencyDashboard(): Dashboard {
         ],
       ),
     )
+    .withPanel(
+      timeSeries(
+        'Unkeyed side effects',
+        'Requests (POST, PUT, PATCH, DELETE) sent without an Idempotency-Key, and DynamoDB writes without a condition, from inside protected calls: a re-run after a crash sends them again (unkeyedCalls; the log names the route and target).',
+        'ops',
+        [
+          query(
+            `sum by (kind, operation) (rate(idempotency_unkeyed_calls_total{${TABLE}}[$__rate_interval]))`,
+            '{{kind}} {{operation}}',
+          ),
+        ],
+      ),
+    )
     .withRow(new RowBuilder('DynamoDB'))
     .withPanel(
       timeSeries('Store call latency', 'p50, p95 and p99 by operation.', 's', [

@@ -3,6 +3,8 @@ import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { BenchController, ContextUser } from './bench/bench.controller';
+import { CheckoutController, PaymentsLink } from './checkout/checkout.controller';
+import { PaymentProviderController } from './checkout/payment-provider.controller';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
 import { HealthController } from './health/health.controller';
 import { MetricsController } from './metrics/metrics.controller';
@@ -53,8 +55,15 @@ export class AppModule {
       // IdempotencyContext, and so turns on call tracking) are left out.
       controllers: config.benchRoutes
         ? [HealthController, MetricsController, BenchController]
-        : [OrdersController, HealthController, MetricsController, PaymentsConsumer],
-      providers: config.benchRoutes ? (config.benchTrackCalls ? [ContextUser] : []) : [OrdersRepository],
+        : [
+            OrdersController,
+            CheckoutController,
+            PaymentProviderController,
+            HealthController,
+            MetricsController,
+            PaymentsConsumer,
+          ],
+      providers: config.benchRoutes ? (config.benchTrackCalls ? [ContextUser] : []) : [OrdersRepository, PaymentsLink],
     };
   }
 }

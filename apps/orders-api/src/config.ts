@@ -22,6 +22,10 @@ export interface OrdersApiConfig {
   idempotencyPendingTtlSeconds?: number;
   /** A simulated slow payment step inside POST /orders. */
   orderProcessingDelayMs: number;
+  /** The payment provider `POST /checkouts` charges (PAYMENTS_URL); unset: this app's own `/payments/charges`. */
+  paymentsUrl?: string;
+  /** A simulated slow step inside POST /checkouts, after the charge (CHECKOUT_DELAY_MS). */
+  checkoutDelayMs: number;
   /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60, on Lambda 0); 0: never. */
   reconcileIntervalSeconds?: number;
   /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
@@ -60,6 +64,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 1),
     idempotencyPendingTtlSeconds: integer(env, 'IDEMPOTENCY_PENDING_TTL_SECONDS', 1),
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
+    paymentsUrl: env.PAYMENTS_URL || undefined,
+    checkoutDelayMs: integer(env, 'CHECKOUT_DELAY_MS', 0) ?? 0,
     // On AWS Lambda the reconciler is a scheduled job: the function is frozen between invocations.
     reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? (onLambda(env) ? 0 : 60)) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),

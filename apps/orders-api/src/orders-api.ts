@@ -7,6 +7,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ensureIdempotencyTable, ensureTable, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { AppModule } from './app.module';
+import { PaymentsLink } from './checkout/checkout.controller';
 import { LOG_LEVELS, OrdersApiConfig } from './config';
 import { ProblemDetailsFilter } from './problem-details.filter';
 import { createDynamoClient, resolveEndpoint } from './dynamodb';
@@ -81,6 +82,8 @@ export async function startOrdersApi(
       : 'POST /orders writes each order itself (no transactions on this store, e.g. dynalite): the order and its key are two writes',
   );
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
+  // The checkout's payment provider, unless PAYMENTS_URL names another: this app, on the address it listens on.
+  if (!config.benchRoutes) app.get(PaymentsLink).ownUrl = (await app.getUrl()).replace('[::1]', '127.0.0.1');
   return {
     app,
     url,

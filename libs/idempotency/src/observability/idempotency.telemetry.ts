@@ -154,10 +154,22 @@ export class IdempotencyTelemetry {
     this.outcomes.publish(outcome, call, statusCode);
   }
 
+  /**
+   * Unkeyed side effects are watched (`unkeyedCalls`): the usual series exist from now on at 0, so an alert on their
+   * increase has something to watch.
+   */
+  watchingUnkeyedCalls(): void {
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) this.unkeyedSeries('http', method);
+    for (const operation of ['PutItem', 'UpdateItem', 'DeleteItem']) this.unkeyedSeries('dynamodb', operation);
+  }
+
   /** A side effect sent without a key inside a protected call (`unkeyedCalls`). */
   unkeyedCall(kind: 'http' | 'dynamodb', operation: string): void {
-    const series = `${this.table ?? ''}\0${kind}\0${operation}`;
-    this.unkeyedCalls.series(series, { ...this.labels, kind, operation }).value++;
+    this.unkeyedSeries(kind, operation).value++;
+  }
+
+  private unkeyedSeries(kind: 'http' | 'dynamodb', operation: string): CountedSeriesEntry {
+    return this.unkeyedCalls.series(`${this.table ?? ''}\0${kind}\0${operation}`, { ...this.labels, kind, operation });
   }
 
   conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {

@@ -116,7 +116,7 @@ describe('IdempotencyContext outside a call', () => {
     const why = new Error(
       'IdempotencyContext: this application does not track protected calls, because no provider, controller, ' +
         'enhancer or middleware had IdempotencyContext injected at startup (a context taken with moduleRef.get() or ' +
-        'app.get() does not count). Inject it in the constructor of the class that uses it.',
+        "app.get() does not count) and unkeyedCalls is 'off'. Inject it in the constructor of the class that uses it.",
     );
     expect(() => context.active).toThrow(why);
     expect(() => context.recordKey).toThrow(why);

@@ -1,7 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { runInClaim, RunningClaim } from '../protocol/idempotency-context';
-import { observeOutgoingRequests } from './outgoing-requests';
+import { observeOutgoingRequests, observingOutgoingRequests } from './outgoing-requests';
 import { UnkeyedCall, UnkeyedCallError, UnkeyedCallWatch } from './unkeyed-call-watch';
 
 /**
@@ -100,7 +100,9 @@ describe('the undici observer', () => {
     inClaim(watch, () => undici.publish({ request: undiciRequest('POST', []) }));
     expect(watch.seen).toHaveLength(1);
     other();
-    expect(undici.hasSubscribers).toBe(false);
+    expect(observingOutgoingRequests()).toBe(false);
+    inClaim(watch, () => undici.publish({ request: undiciRequest('POST', []) }));
+    expect(watch.seen).toHaveLength(1);
   });
 });
 

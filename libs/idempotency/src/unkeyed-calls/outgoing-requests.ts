@@ -49,6 +49,11 @@ export function observeOutgoingRequests(): () => void {
   };
 }
 
+/** Whether this copy of the module observes requests now (Node's channels are shared by every copy in a process). */
+export function observingOutgoingRequests(): boolean {
+  return observers > 0;
+}
+
 function onUndiciRequest(message: unknown): void {
   const request = (message as { request: UndiciRequest }).request;
   const error = judged(() => ({

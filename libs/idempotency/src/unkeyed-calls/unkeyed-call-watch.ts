@@ -54,6 +54,7 @@ export class UnkeyedCallWatch {
     private readonly telemetry: IdempotencyTelemetry,
   ) {
     this.keyHeaders = new Set(['idempotency-key', 'x-idempotency-key', keyHeader.toLowerCase()]);
+    telemetry.watchingUnkeyedCalls();
   }
 
   /** Reports a call of `route`; the error to stop it with in `'error'` mode, else undefined. */

@@ -1,0 +1,37 @@
+import { randomUUID } from 'node:crypto';
+import { BadRequestException, Body, Controller, Get, Headers, Post } from '@nestjs/common';
+import { Idempotent } from 'nestjs-dynamodb-idempotency';
+
+export interface Charge {
+  chargeId: string;
+  amount: number;
+  /** The key the charge came with: a checkout's `deriveKey('charge')`, the same on every run of that checkout. */
+  key: string;
+  chargedAt: string;
+}
+
+/**
+ * A payment provider, as a second service would be: `POST /payments/charges` is idempotent by its own
+ * `Idempotency-Key`, so a caller that sends the same key twice is charged once and gets the first charge back.
+ * `GET /payments/charges` lists the charges this process made (each once, however often its key was sent).
+ */
+@Controller('payments/charges')
+export class PaymentProviderController {
+  private readonly charges: Charge[] = [];
+
+  @Post()
+  @Idempotent()
+  charge(@Body() body: { amount?: unknown } | undefined, @Headers('idempotency-key') key: string): Charge {
+    const amount = body?.amount;
+    if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 1)
+      throw new BadRequestException('amount must be a positive integer (cents)');
+    const charge = { chargeId: randomUUID(), amount, key, chargedAt: new Date().toISOString() };
+    this.charges.push(charge);
+    return charge;
+  }
+
+  @Get()
+  list(): Charge[] {
+    return this.charges;
+  }
+}
