@@ -61,7 +61,7 @@ module.exports = {
       comment: 'The demo reaches the library only through its public entry points, as a user would.',
       severity: 'error',
       from: { path: '^apps/' },
-      to: { path: `${lib}`, pathNot: `${lib}(index|testing/index)\\.ts$` },
+      to: { path: `${lib}`, pathNot: `${lib}(index|testing/index|client/index)\\.ts$` },
     },
   ],
   options: {

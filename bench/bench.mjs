@@ -320,8 +320,8 @@ async function measure(endpoint) {
   ]);
   if (!ONLY || ONLY.test(TRACKING)) {
     // Two apps, identical but for a provider that injects IdempotencyContext (so the second tracks calls through
-    // AsyncLocalStorage), measured turn about.
-    const env = { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' };
+    // AsyncLocalStorage), measured turn about; neither watches unkeyed calls, which would track calls in both.
+    const env = { IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0', IDEMPOTENCY_UNKEYED_CALLS: 'off' };
     const untracked = await startApp(endpoint, env);
     const tracked = await startApp(endpoint, { ...env, BENCH_TRACK_CALLS: '1' });
     await fill(untracked.url, OURS);
@@ -514,7 +514,7 @@ Machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 
 ## How it is measured
 
 dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process: the bench routes only, none of the
-orders, so an app that uses \`@Idempotent()\` and does not inject \`IdempotencyContext\`; \`LOG_LEVEL=log\` and
+orders, so an app that uses \`@Idempotent()\` and does not inject \`IdempotencyContext\`, with the module's defaults (\`unkeyedCalls: 'warn'\` since 2026-12-04); \`LOG_LEVEL=log\` and
 \`RECONCILE_INTERVAL_SECONDS=0\`, as a production deployment runs it: no debug line per lost claim, the reconciler a job
 of its own rather than a sweep of the growing bench table inside the measured process) and autocannon (this process)
 share the machine's ${cpu.length} cores; ${CONNECTIONS} connections, ${DURATION_SECONDS} s per route and round, measured in ${SLICES} slices of
@@ -591,11 +591,16 @@ or any interceptor, cost.
 |---|---:|---|---:|---|
 ${references.join('\n')}
 
+## Settings measured apart
+
+[MODULE-CPU.md](MODULE-CPU.md): what outcome events with nobody listening and the watch over unkeyed calls
+(\`unkeyedCalls\`) cost per call, measured with \`bench/module-cpu.ts\` on Node.js 20, 22 and 24.
+
 ## Call tracking (\`IdempotencyContext\` through \`AsyncLocalStorage\`)
 
 Two apps, identical but for one provider that injects \`IdempotencyContext\` (\`BENCH_TRACK_CALLS=1\`), so the second
 tracks protected calls through \`AsyncLocalStorage\`; in-memory store, new key every request, the apps measured turn
-about. The module turns tracking on only for applications that inject the context.
+about; both with \`IDEMPOTENCY_UNKEYED_CALLS=off\`, whose watch would track calls in both.
 
 | ratio | throughput | | CPU | |
 |---|---:|---|---:|---|

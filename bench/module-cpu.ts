@@ -8,7 +8,8 @@
 // The app's metrics are registered as the demo's are. Rounds alternate after a warm-up (the JIT, and the in-memory
 // store filled to its bound). Figures are CPU µs per call, or, under `valgrind --tool=callgrind` with
 // MODULE_CPU_CALLGRIND=<its --callgrind-out-file>, thousands of instructions per call, which the machine's speed does
-// not move. Prints JSON: every round, and the medians. Run by bench.mjs:
+// not move. MODULE_CPU_UNKEYED_CALLS sets the module's `unkeyedCalls`; MODULE_CPU_TRACK_CALLS=1 injects
+// `IdempotencyContext` (calls tracked through AsyncLocalStorage whatever that option says). Prints JSON: every round, and the medians. Run by bench.mjs:
 //   node test/support/run-ts.cjs bench/module-cpu.ts
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
@@ -27,6 +28,7 @@ import {
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
 import { defer, lastValueFrom, Observable, of } from 'rxjs';
+import { ContextUser } from '../apps/orders-api/src/bench/bench.controller';
 import { floorCalls } from '../apps/orders-api/src/bench/floor-calls';
 import { MemoryFloorInterceptor } from '../apps/orders-api/src/bench/memory-floor.interceptor';
 import { registerPrometheusMetrics } from '../apps/orders-api/src/metrics/prometheus';
@@ -38,6 +40,10 @@ const CALLS = Number(process.env.MODULE_CPU_CALLS ?? 40_000);
 const WARM_UP_CALLS = Number(process.env.MODULE_CPU_WARM_UP_CALLS ?? 120_000);
 const ROUNDS = Number(process.env.MODULE_CPU_ROUNDS ?? 7);
 const CALLGRIND = process.env.MODULE_CPU_CALLGRIND;
+/** MODULE_CPU_UNKEYED_CALLS: the module's `unkeyedCalls` (unset: its default). */
+const UNKEYED_CALLS = process.env.MODULE_CPU_UNKEYED_CALLS as IdempotencyModuleOptions['unkeyedCalls'];
+/** MODULE_CPU_TRACK_CALLS=1: a provider injects `IdempotencyContext`, so calls are tracked whatever `unkeyedCalls` is. */
+const TRACK_CALLS = process.env.MODULE_CPU_TRACK_CALLS === '1';
 const CONCURRENCY = 20;
 const TABLE = 'bench';
 
@@ -144,9 +150,14 @@ async function main() {
     tableName: TABLE,
     replayCache: { enabled: false },
     startupCheck: false,
+    ...(UNKEYED_CALLS ? { unkeyedCalls: UNKEYED_CALLS } : {}),
     ...(STORE === 'memory' ? { repository: new InMemoryIdempotencyRepository() } : { client }),
   };
-  @Module({ imports: [IdempotencyModule.forRoot(options)], controllers: [BenchController] })
+  @Module({
+    imports: [IdempotencyModule.forRoot(options)],
+    controllers: [BenchController],
+    providers: TRACK_CALLS ? [ContextUser] : [],
+  })
   class BenchModule {}
   const app = await NestFactory.create(BenchModule, new ExpressAdapter(), { logger: false });
   await app.init();
@@ -165,6 +176,8 @@ async function main() {
   console.log(
     JSON.stringify({
       store: STORE,
+      unkeyedCalls: UNKEYED_CALLS ?? 'default',
+      trackCalls: TRACK_CALLS,
       unit,
       runs,
       module: median(runs.module),

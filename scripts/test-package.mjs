@@ -11,8 +11,12 @@ import { freePort } from './free-port.mjs';
 const require = createRequire(import.meta.url);
 const root = resolve('.');
 const work = mkdtempSync(join(tmpdir(), 'idempotency-package-'));
-const run = (command, args, cwd) =>
-  execFileSync(command, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'] }).toString();
+const run = (command, args, cwd, env = {}) =>
+  execFileSync(command, args, {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).toString();
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 const consumers = [
@@ -60,7 +64,7 @@ async function main() {
     dynalite.close();
   }
   try {
-    checkClientAlone(tarball);
+    await checkClientAlone(tarball);
     console.log('PASS client-without-nest');
   } catch (error) {
     failures += 1;
@@ -201,10 +205,10 @@ function consumerProject(name, packageJson, compilerOptions) {
 
 /**
  * `nestjs-dynamodb-idempotency/client` in a project with nothing else: the package installed without its peers (no
- * Nest, no AWS SDK), the subpath loaded from CommonJS and ESM, and one call retried with its key against a server
- * that answers 503 then 201.
+ * Nest, no AWS SDK), the subpath loaded from CommonJS and ESM, one call retried with its key against a server that
+ * answers 503 then 201, and an order placed twice with one key on the demo (its embedded dynalite): the replay.
  */
-function checkClientAlone(tarball) {
+async function checkClientAlone(tarball) {
   const dir = join(work, 'client-alone');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'client-alone', private: true }));
@@ -238,9 +242,49 @@ function checkClientAlone(tarball) {
     if (answer.status !== 201 || answer.attempts !== 2 || keys[0] !== keys[1] || keys[0] !== answer.key) {
       throw new Error('unexpected: ' + JSON.stringify({ answer, keys }));
     }
+    const demo = createIdempotentClient({ baseUrl: process.env.DEMO_URL });
+    const order = { item: 'book', quantity: 1 };
+    const placed = await demo.request('POST', '/orders', { body: order });
+    const again = await demo.request('POST', '/orders', { key: placed.key, body: order });
+    if (placed.status !== 201 || placed.replayed || !again.replayed || again.body.id !== placed.body.id) {
+      throw new Error('unexpected from the demo: ' + JSON.stringify({ placed, again }));
+    }
     console.log('client ok');`;
-  const output = run(process.execPath, ['--input-type=module', '-e', script], dir);
-  if (!output.includes('client ok')) throw new Error(`the client check said:\n${output}`);
+  const demo = await startDemo();
+  try {
+    const output = run(process.execPath, ['--input-type=module', '-e', script], dir, { DEMO_URL: demo.url });
+    if (!output.includes('client ok')) throw new Error(`the client check said:\n${output}`);
+  } finally {
+    demo.child.kill('SIGKILL');
+  }
+}
+
+/** The demo from its sources (run-ts), on its embedded dynalite and ports the system picks; its URL once it listens. */
+async function startDemo() {
+  const child = spawn(process.execPath, ['test/support/run-ts.cjs', 'apps/orders-api/src/main.ts'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: '0',
+      MICROSERVICE_PORT: '0',
+      LOG_LEVEL: 'log',
+      NO_COLOR: '1',
+      RECONCILE_INTERVAL_SECONDS: '0',
+      AWS_EC2_METADATA_DISABLED: 'true',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  for (let i = 0; i < 600; i++) {
+    const url = /Orders API listening on (http:\/\/[\w.:[\]-]+)/.exec(output)?.[1];
+    if (url) return { url, child };
+    if (child.exitCode !== null) break;
+    await sleep(100);
+  }
+  child.kill('SIGKILL');
+  throw new Error(`the demo did not start:\n${output}`);
 }
 
 /**
@@ -327,6 +371,8 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
       headers: { 'content-type': 'application/json' },
       body: '{}',
     });
+    const checkout = await fetch(`${base}/checkouts`, { method: 'POST', headers: { 'idempotency-key': 'checkout-1' } });
+    const checkedOut = await checkout.json();
     const checks = {
       'first is 201': first.status === 201,
       'replay is 201': second.status === 201,
@@ -335,11 +381,17 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
       'handler ran once': count.charges === 1,
       'missing key is a 400 problem':
         missingKey.status === 400 && /problem\+json/.test(missingKey.headers.get('content-type')),
+      'the client by name sends deriveKey(name)': checkedOut.status === 201 && /^[0-9a-f]{64}$/.test(checkedOut.key),
+      'an unkeyed POST is refused (unkeyedCalls: error)': checkedOut.unkeyed === 'UnkeyedCallError',
+      'an unconditional put is refused (unkeyedCalls: error)': checkedOut.write === 'UnkeyedCallError',
     };
     const failed = Object.entries(checks)
       .filter(([, ok]) => !ok)
       .map(([name]) => name);
-    if (failed.length) throw new Error(`failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${output}`);
+    if (failed.length)
+      throw new Error(
+        `failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${JSON.stringify(checkedOut)}\n${output}`,
+      );
   } finally {
     app.kill();
   }

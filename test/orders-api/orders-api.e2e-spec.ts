@@ -50,6 +50,27 @@ describe('orders-api demo', () => {
       expect(all.filter((o) => o.id === created.id)).toHaveLength(1);
     });
 
+    it('checks out through its own payment provider by default: one charge per checkout key, the same answer', async () => {
+      const charges = async () => (await (await fetch(`${api.url}/payments/charges`)).json()) as { key: string }[];
+      const before = (await charges()).length;
+      const first = await post(`${api.url}/checkouts`, { item: 'lamp', amount: 900 }, { 'Idempotency-Key': 'co-1' });
+      const again = await post(`${api.url}/checkouts`, { item: 'lamp', amount: 900 }, { 'Idempotency-Key': 'co-1' });
+      expect(first.status).toBe(201);
+      expect(JSON.parse(first.text)).toEqual({
+        checkoutId: expect.any(String),
+        item: 'lamp',
+        amount: 900,
+        chargeId: expect.any(String),
+        charge: { replayed: false, attempts: 1 },
+      });
+      expect(again.text).toBe(first.text);
+      expect((await charges()).slice(before)).toEqual([
+        expect.objectContaining({ chargeId: JSON.parse(first.text).chargeId, amount: 900, key: expect.any(String) }),
+      ]);
+      const bad = await post(`${api.url}/checkouts`, { item: 'lamp' }, { 'Idempotency-Key': 'co-2' });
+      expect(bad.status).toBe(400);
+    });
+
     it('lets a browser client send Idempotency-Key and read Idempotent-Replayed and Retry-After (CORS)', async () => {
       const origin = 'http://shop.example';
       const preflight = await fetch(`${api.url}/orders`, {

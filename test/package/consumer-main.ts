@@ -1,12 +1,15 @@
 // A throwaway consumer app for `npm run test:package`: what a user writes after `npm install nestjs-dynamodb-idempotency`.
 // The same file is built as CommonJS (NestJS 11) and as ESM (NestJS 12); it imports packages only.
 import 'reflect-metadata';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { Body, Controller, Get, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ensureIdempotencyTable, Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 
 let charges = 0;
+const self = `http://127.0.0.1:${process.env.PORT}`;
+const failure = (error: { name: string; cause?: { name: string } }) => error.cause?.name ?? error.name;
 
 @Controller()
 class ChargesController {
@@ -21,6 +24,23 @@ class ChargesController {
   count() {
     return { charges };
   }
+
+  /**
+   * Calls out three ways inside a protected call (the module has `unkeyedCalls: 'error'`): a charge through the
+   * retrying client by name (keyed: sent), a POST without a key and a DynamoDB put without a condition (both refused).
+   */
+  @Post('checkouts')
+  @Idempotent()
+  async checkout() {
+    const charge = await createIdempotentClient({ baseUrl: self }).request('POST', '/charges', {
+      name: 'charge',
+      body: { amount: 7 },
+    });
+    const unkeyed = await fetch(`${self}/charges`, { method: 'POST' }).then(() => 'sent', failure);
+    const put = new PutItemCommand({ TableName: process.env.IDEMPOTENCY_TABLE, Item: { pk: { S: 'unkeyed' } } });
+    const write = await client.send(put).then(() => 'written', failure);
+    return { status: charge.status, key: charge.key, unkeyed, write };
+  }
 }
 
 const client = new DynamoDBClient({
@@ -30,7 +50,7 @@ const client = new DynamoDBClient({
 });
 
 @Module({
-  imports: [IdempotencyModule.forRoot({ client, tableName: process.env.IDEMPOTENCY_TABLE })],
+  imports: [IdempotencyModule.forRoot({ client, tableName: process.env.IDEMPOTENCY_TABLE, unkeyedCalls: 'error' })],
   controllers: [ChargesController],
 })
 class AppModule {}

@@ -4,6 +4,7 @@ import { IdempotencyModule, UnkeyedCalls, watchUnkeyedWrites } from 'nestjs-dyna
 import { observingOutgoingRequests } from '../../libs/idempotency/src/unkeyed-calls/outgoing-requests';
 import { post, startApp, TestApp } from '../support/app';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable, createTableWithKey } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
@@ -35,11 +36,11 @@ afterAll(async () => {
 let keys = 0;
 const newKey = () => `unkeyed-${++keys}-${Date.now()}`;
 
-/** An app whose module watches side effects as `mode` says, its own table and orders table, on dynalite. */
-async function appWatching(mode: UnkeyedCalls | undefined, logs?: CapturedLogs) {
+/** An app whose module watches side effects as `mode` says, its own table and orders table, on dynalite (or `endpoint`). */
+async function appWatching(mode: UnkeyedCalls | undefined, logs?: CapturedLogs, endpoint = store.endpoint) {
   const tableName = uniqueTableName();
   const table = uniqueTableName('orders');
-  const clients: Clients = { module: localClient(store.endpoint), other: localClient(store.endpoint), table };
+  const clients: Clients = { module: localClient(endpoint), other: localClient(endpoint), table };
   await createIdempotencyTable(clients.module, tableName);
   await createTableWithKey(clients.module, table);
   logs?.start();
@@ -277,6 +278,36 @@ describe("unkeyedCalls: 'error'", () => {
       JSON.parse((await post(`${app.url}/calls/dynamodb`, conditional, { 'Idempotency-Key': newKey() })).text),
     ).toEqual({ status: 200 });
     expect((await get()).Item).toBeDefined();
+  });
+});
+
+describeOnDynamoDbLocal("unkeyedCalls: 'error', on a store with transactions (DynamoDB Local)", () => {
+  let app: TestApp;
+  let clients: Clients;
+  beforeAll(async () => {
+    const { endpoint } = await startStore('dynamodb-local');
+    ({ app, clients } = await appWatching('error', undefined, endpoint));
+  });
+  afterAll(() => app.close());
+  const stored = async (id: string) =>
+    (
+      await clients.module.send(
+        new GetItemCommand({ TableName: clients.table, Key: { id: { S: id } }, ConsistentRead: true }),
+      )
+    ).Item;
+
+  it('never judges a write given to commitWith: the module sends it with the completion', async () => {
+    const id = newKey();
+    const answer = await post(`${app.url}/calls/commit`, { id }, { 'Idempotency-Key': newKey() });
+    expect(answer.status).toBe(201);
+    expect(await stored(id)).toBeDefined();
+  });
+
+  it('refuses the same put sent by the handler itself', async () => {
+    const id = newKey();
+    const answer = await post(`${app.url}/calls/commit`, { id, direct: true }, { 'Idempotency-Key': newKey() });
+    expect(JSON.parse(answer.text)).toMatchObject({ error: 'UnkeyedCallError' });
+    expect(await stored(id)).toBeUndefined();
   });
 });
 

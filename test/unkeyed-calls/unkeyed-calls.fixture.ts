@@ -142,6 +142,21 @@ export class CallsController {
     });
   }
 
+  /** An unconditional put given to `commitWith` (sent by the module with the completion), or sent by the handler. */
+  @Post('commit')
+  @Idempotent()
+  commit(@Body() body: { id: string; direct?: boolean }) {
+    const item = { TableName: this.clients.table, Item: { id: { S: body.id } } };
+    if (!body.direct) {
+      this.context.commitWith({ Put: { TableName: this.clients.table, Item: { id: body.id } } });
+      return { status: 200 };
+    }
+    return ended(async () => {
+      await this.clients.module.send(new PutItemCommand(item));
+      return 200;
+    });
+  }
+
   private callOut({ via, keyed, method = 'POST', url: base = this.downstream.url }: CallOut): Promise<Ended> {
     const url = `${base}/charges`;
     const headers: Record<string, string> =

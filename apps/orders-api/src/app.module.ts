@@ -47,6 +47,7 @@ export class AppModule {
             reconcileIntervalSeconds: settings.reconcileIntervalSeconds,
             replayCache: { enabled: settings.replayCache },
             startupCheck: settings.startupCheck,
+            unkeyedCalls: settings.unkeyedCalls,
             repository: settings.idempotencyStore === 'memory' ? new InMemoryIdempotencyRepository() : undefined,
           }),
         }),

@@ -46,7 +46,7 @@ function derivedKeyOf(recordKey: string, name: string): string {
  * Runs `fn` with `claim` as the current one. `tracked`: through AsyncLocalStorage, so the injected
  * `IdempotencyContext` finds it anywhere in the work; otherwise only a context bound to it (`boundContext`) does.
  * On Node 20 and 22 AsyncLocalStorage adds work to every promise of the process, so the module tracks calls only
- * when the application injects `IdempotencyContext` (`injectsIdempotencyContext`).
+ * when something needs it (`CallTracking`): the watch over unkeyed side effects, or an injected `IdempotencyContext`.
  */
 export function runInClaim<T>(claim: RunningClaim, fn: () => T, tracked: boolean): T {
   return tracked ? claims.run(claim, fn) : fn();

@@ -57,12 +57,16 @@ function runClaimed<T>(
   canCommitWith: boolean,
   environment: OwnerEnvironment,
 ): Promise<ClaimedRun<T>> {
-  const claim: RunningClaim = { recordKey: call.recordKey, claimToken, canCommitWith, writes: [], open: true };
   const { watch } = environment;
-  if (watch) {
-    claim.watch = watch;
-    claim.route = () => work.origin?.().operation ?? call.recordKey;
-  }
+  const claim: RunningClaim = {
+    recordKey: call.recordKey,
+    claimToken,
+    canCommitWith,
+    writes: [],
+    open: true,
+    watch,
+    route: watch && (() => work.origin?.().operation ?? call.recordKey),
+  };
   const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;
     return { outcome, writes };

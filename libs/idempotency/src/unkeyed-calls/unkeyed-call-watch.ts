@@ -7,6 +7,7 @@ export type UnkeyedCallKind = 'http' | 'dynamodb';
 
 /** One side effect a protected call sent without a key. */
 export interface UnkeyedCall {
+  /** An HTTP request, or a DynamoDB write. */
   kind: UnkeyedCallKind;
   /** The HTTP method (`POST`), or the DynamoDB operation (`PutItem`). */
   operation: string;
@@ -23,7 +24,9 @@ const MAX_REPORTED = 1000;
  */
 export class UnkeyedCallError extends Error {
   constructor(
+    /** What was sent: its kind, method or operation, and host or table. */
     readonly call: UnkeyedCall,
+    /** The protected call that sent it, as its reports name it (`POST /orders`, `fn charge-card`). */
     readonly route: string,
   ) {
     super(
