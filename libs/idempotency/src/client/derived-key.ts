@@ -16,7 +16,8 @@ export function derivedKey(name: string): string {
     throw new Error(
       `IdempotentClient: { name: '${name}' } takes its key from the protected call it runs in (IdempotencyContext.` +
         'deriveKey), and none runs here. Pass { key } outside protected calls. Inside an @Idempotent() handler or ' +
-        'IdempotencyService.execute(), calls are tracked unless the module has unkeyedCalls: "off" and nothing injects IdempotencyContext.',
+        'IdempotencyService.execute(), calls are tracked unless the module has unkeyedCalls: "off" and nothing ' +
+        'injects IdempotencyContext.',
     );
   }
   return key;

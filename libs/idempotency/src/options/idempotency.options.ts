@@ -82,8 +82,8 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    * other than GET, HEAD or OPTIONS without an `Idempotency-Key` header (`fetch`, `node:http`, axios), and a DynamoDB
    * `PutItem`, `UpdateItem` or `DeleteItem` without a `ConditionExpression` sent through a watched client (the
    * module's own, and any given to `watchUnkeyedWrites`). `'warn'` (default): a warning once per route and target,
-   * and `idempotency_unkeyed_calls_total`. `'error'` (for tests): the call fails with an `UnkeyedCallError` before
-   * it is sent. `'off'`: nothing is watched. Watching tracks protected calls through `AsyncLocalStorage`.
+   * and `idempotency_unkeyed_calls_total`. `'error'` (for tests): the call fails with an `UnkeyedCallError` (a
+   * `fetch` or a DynamoDB write before it is sent). `'off'`: nothing is watched. Watching tracks protected calls through `AsyncLocalStorage`.
    */
   unkeyedCalls?: UnkeyedCalls;
   /**
