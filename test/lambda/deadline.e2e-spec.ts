@@ -73,9 +73,11 @@ describe.each(ENGINES)('Lambda deadlines on %s', (engine) => {
     expect(ran).toMatchObject({ status: 201 });
     expect(conflicts.length).toBeGreaterThan(0);
     // Claimable once the lease (cut at the deadline, whole seconds) is past by the 2 s margin: not before
-    // deadline + 2 s, and not the 60 s a lease would otherwise hold.
+    // deadline + 2 s, and by deadline + 3 s at the latest, not after the 60 s a lease would otherwise hold. A 409 means
+    // the key was held when its claim was tried, after the attempt started: no attempt that started at deadline + 3 s or
+    // later may have got one, however slowly a loaded machine answered it.
     expect(ran!.at).toBeGreaterThanOrEqual(deadline + 2000 - 50);
-    expect(ran!.at).toBeLessThanOrEqual(deadline + 3000 + 500);
+    expect(Math.max(...conflicts)).toBeLessThan(deadline + 3000);
 
     // The first container is thawed: its handler finishes late, and its completion is refused by the claim token.
     const late = first.lateReply();
