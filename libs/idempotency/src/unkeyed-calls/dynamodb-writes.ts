@@ -1,6 +1,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { runningClaim } from '../protocol/idempotency-context';
+import { judgedBy } from './unkeyed-call-watch';
 
 /** The middleware's name on a client's stack: added once, whoever asks again. */
 const MIDDLEWARE_NAME = 'nestjsDynamodbIdempotencyUnkeyedWrites';
@@ -21,25 +22,13 @@ interface Stack {
 
 const unkeyedWrites: Middleware = (next, context) => (args) => {
   const operation = WRITES[context.commandName ?? ''];
-  const claim = operation && runningClaim();
   const input = args.input as { TableName?: string; ConditionExpression?: string };
-  if (claim && claim.watch && !input.ConditionExpression) {
-    const error = reported(() =>
-      claim.watch!.report(claim.route!(), { kind: 'dynamodb', operation, target: String(input.TableName) }),
-    );
-    if (error) return Promise.reject(error);
-  }
-  return next(args);
+  const error =
+    operation && !input.ConditionExpression
+      ? judgedBy(runningClaim(), () => ({ kind: 'dynamodb', operation, target: String(input.TableName) }))
+      : undefined;
+  return error ? Promise.reject(error) : next(args);
 };
-
-/** A report's error; a fault making the report never fails the write. */
-function reported(report: () => Error | undefined): Error | undefined {
-  try {
-    return report();
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * Watches a DynamoDB client (plain or document) for writes a protected call sends without a condition: a `PutItem`,

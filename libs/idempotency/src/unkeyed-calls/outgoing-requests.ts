@@ -1,7 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientRequest } from 'node:http';
 import { runningClaim } from '../protocol/idempotency-context';
-import { UnkeyedCallError } from './unkeyed-call-watch';
+import { judgedBy, UnkeyedCallError } from './unkeyed-call-watch';
 
 /**
  * Outgoing HTTP requests of protected calls, seen through `node:diagnostics_channel`: undici's `undici:request:create`
@@ -77,23 +77,15 @@ function onHttpRequest(message: unknown): void {
   if (error) request.destroy(error);
 }
 
-/**
- * The error to stop a request with, after reporting it to the running claim's watch; undefined to let it go. Never
- * throws: an error in a channel's subscriber would surface as an uncaught exception.
- */
+/** The error to stop a request with, after reporting it to the running claim's watch; undefined to let it go. */
 function judged(read: () => OutgoingRequest): UnkeyedCallError | undefined {
-  const claim = runningClaim();
-  const watch = claim?.watch;
-  if (!watch) return undefined;
-  try {
+  return judgedBy(runningClaim(), (watch) => {
     const request = read();
     const method = request.method.toUpperCase();
     if (SAFE_METHODS.has(method) || fromAwsSdk(request)) return undefined;
     for (const name of watch.keyHeaders) if (request.header(name)) return undefined;
-    return watch.report(claim.route!(), { kind: 'http', operation: method, target: request.host });
-  } catch {
-    return undefined;
-  }
+    return { kind: 'http', operation: method, target: request.host };
+  });
 }
 
 /**

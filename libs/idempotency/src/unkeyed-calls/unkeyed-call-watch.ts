@@ -80,3 +80,28 @@ export class UnkeyedCallWatch {
     return undefined;
   }
 }
+
+/** What an observer needs of the running claim: its watch, and its route as reports name it. */
+export interface WatchedClaim {
+  watch?: UnkeyedCallWatch;
+  route?: () => string;
+}
+
+/**
+ * Reports what `describe` finds unkeyed (undefined: nothing) to the claim's watch, and answers the error to stop it
+ * with. Never throws, whatever `describe` or the report does: the observers run inside the caller's request (a
+ * channel's subscriber would surface it as an uncaught exception, a middleware would fail the write).
+ */
+export function judgedBy(
+  claim: WatchedClaim | undefined,
+  describe: (watch: UnkeyedCallWatch) => UnkeyedCall | undefined,
+): UnkeyedCallError | undefined {
+  const watch = claim?.watch;
+  if (!watch) return undefined;
+  try {
+    const call = describe(watch);
+    return call && watch.report(claim.route!(), call);
+  } catch {
+    return undefined;
+  }
+}
