@@ -43,7 +43,7 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s, %s layout', (platform, 
     expect(response.headers.get('retry-after')).toBe('1');
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.storeThrottled, status: 503 });
-    expect(proxy.operations).toEqual(['PutItem', 'PutItem', 'PutItem']); // the SDK retried, then gave up
+    expect(proxy.operations).toEqual(['UpdateItem', 'UpdateItem', 'UpdateItem']); // the SDK retried, then gave up
     expect(test.get(Runs).of('create')).toBe(before);
   });
 
@@ -65,7 +65,7 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s, %s layout', (platform, 
   it('treats ReplicatedWriteConflictException as contention: claimed again, then 409 in flight, never run or replayed', async () => {
     const key = newKey();
     const before = test.get(Runs).of('create');
-    const conflict = { operation: 'PutItem', type: 'ReplicatedWriteConflictException' };
+    const conflict = { operation: 'UpdateItem', type: 'ReplicatedWriteConflictException' };
     proxy.operations.length = 0;
     proxy.failNext = { ...conflict, count: 1_000 };
     const contended = await post(`${test.url}/payments`, { amount: 4 }, { 'Idempotency-Key': key });
@@ -73,7 +73,7 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s, %s layout', (platform, 
     expect(JSON.parse(contended.text)).toMatchObject({ type: ProblemType.inFlight });
     expect(contended.headers.get('retry-after')).toBe('1');
     expect(contended.headers.get('idempotent-replayed')).toBeNull();
-    expect(proxy.operations).toEqual(Array(9).fill('PutItem')); // 3 claims, each retried by the SDK
+    expect(proxy.operations).toEqual(Array(9).fill('UpdateItem')); // 3 claims, each retried by the SDK
     expect(test.get(Runs).of('create')).toBe(before);
 
     proxy.failNext = { ...conflict, count: 1 }; // one conflict, then the claim goes through

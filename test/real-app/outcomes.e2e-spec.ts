@@ -143,7 +143,7 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
       const before = metricValue(await telemetry.scrape(), 'idempotency_requests_total', {
         outcome: 'store_misconfigured',
       });
-      proxy.failNext = { operation: 'PutItem', count: 1, type };
+      proxy.failNext = { operation: 'UpdateItem', count: 1, type };
       await expectMisconfigured(await post(`${app.url}/charges`, {}, { 'Idempotency-Key': key }), type);
       expect(proxy.failNext.count).toBe(0); // not retried: retrying will not help
       expect(RunsByKey.of(key)).toBe(0);
@@ -175,7 +175,7 @@ describe.each(PLATFORMS)('outcomes and faults on %s', (platform: Platform) => {
   });
 
   it('throttling stays a 503 with Retry-After', async () => {
-    proxy.failNext = { operation: 'PutItem', count: 3, type: 'ThrottlingException' };
+    proxy.failNext = { operation: 'UpdateItem', count: 3, type: 'ThrottlingException' };
     const response = await post(`${app.url}/charges`, {}, { 'Idempotency-Key': newKey() });
     expect(response.status).toBe(503);
     expect(response.headers.get('retry-after')).toBe('1');

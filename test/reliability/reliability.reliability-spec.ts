@@ -296,7 +296,7 @@ describeOnDynamoDbLocal('exactly-once orders on DynamoDB Local', () => {
       proxy.operations.length = 0;
       const { final } = await placeOrder(demo.url, 'calls-1', orderFor('calls-1'), 0);
       expect(final.status).toBe(201);
-      expect(proxy.operations).toEqual(['PutItem', 'TransactWriteItems']);
+      expect(proxy.operations).toEqual(['UpdateItem', 'TransactWriteItems']);
       record('DynamoDB Local: a first POST /orders sent PutItem + TransactWriteItems and nothing else');
     } finally {
       await proxy.stop();

@@ -37,10 +37,10 @@ afterAll(async () => {
 it('a claim whose first attempt landed is recognised by its own claim token: this attempt won', async () => {
   const repository = new DynamoDbIdempotencyRepository({ client: localClient(proxy.endpoint), tableName });
   proxy.dropAnswers = 1;
-  proxy.dropAnswersOf = 'PutItem';
+  proxy.dropAnswersOf = 'UpdateItem';
   const claim = await repository.claim({ key: 'landed-claim', fingerprint: 'fp', leaseSeconds: 60 });
-  expect(proxy.operations.slice(0, 2)).toEqual(['PutItem', 'PutItem']); // the SDK retried the landed PutItem
-  expect(claim).toEqual({ claimed: true, claimToken: expect.any(String) });
+  expect(proxy.operations.slice(0, 2)).toEqual(['UpdateItem', 'UpdateItem']); // the SDK retried the landed claim
+  expect(claim).toEqual({ claimed: true, claimToken: expect.any(String), run: 1, steps: [] });
   expect((await repository.get({ key: 'landed-claim' }))?.claimToken).toBe(claim.claimed && claim.claimToken);
 });
 
@@ -52,12 +52,14 @@ it('a completion whose first attempt landed is the benign race: counted, the cal
   }).compile();
   const service = moduleRef.get(IdempotencyService);
   const racesBefore = metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total');
-  proxy.dropAnswers = 1;
-  proxy.dropAnswersOf = 'UpdateItem';
   let runs = 0;
-  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe(
-    'run 1',
-  );
+  const firstRun = async () => {
+    // The claim (an UpdateItem too) has been answered: the next UpdateItem is the completion.
+    proxy.dropAnswers = 1;
+    proxy.dropAnswersOf = 'UpdateItem';
+    return `run ${++runs}`;
+  };
+  expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, firstRun)).toBe('run 1');
   expect(proxy.operations.filter((operation) => operation === 'UpdateItem').length).toBeGreaterThanOrEqual(2);
   expect(metricValue(await telemetry.scrape(), 'dedup_concurrent_completion_race_total')).toBe(racesBefore + 1);
   expect(await service.execute({ operation: 'landed', key: 'landed-completion' }, async () => `run ${++runs}`)).toBe(

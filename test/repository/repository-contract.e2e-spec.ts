@@ -54,7 +54,7 @@ function dynamoSubject(endpoint: () => string, proxies: FaultProxy[], layout: Ta
       }),
       loseNextClaimAnswer: () => {
         proxy.dropAnswers = 1;
-        proxy.dropAnswersOf = 'PutItem';
+        proxy.dropAnswersOf = 'UpdateItem';
       },
     };
   };

@@ -17,6 +17,8 @@ export const LAYOUTS = {
       response: 'data',
       pending_since: 'since',
       completed_at: 'done',
+      steps: 'journal',
+      runs: 'claims',
     },
   } as TableLayoutOptions,
 };
@@ -31,6 +33,8 @@ const ATTRIBUTES = [
   'response',
   'pending_since',
   'completed_at',
+  'steps',
+  'runs',
 ] as const;
 
 /**

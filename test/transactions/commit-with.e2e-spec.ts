@@ -60,12 +60,12 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
     await proxy.stop();
   });
 
-  it('sends a first request as exactly one PutItem (the claim) and one TransactWriteItems (order + completion)', async () => {
+  it('sends a first request as exactly one UpdateItem (the claim) and one TransactWriteItems (order + completion)', async () => {
     const id = newId();
     proxy.operations.length = 0;
     const first = await post(`${test.url}/shop/orders/${id}`, {}, { 'Idempotency-Key': `k-${id}` });
     expect(first.status).toBe(201);
-    expect(proxy.operations).toEqual(['PutItem', 'TransactWriteItems']);
+    expect(proxy.operations).toEqual(['UpdateItem', 'TransactWriteItems']);
     expect(await order(id)).toMatchObject({ id: { S: id }, run: { N: String(shop().runs) } });
     expect(await keyItem(`k-${id}`)).toMatchObject({ status: 'COMPLETED' });
   });
@@ -79,7 +79,7 @@ describeOnDynamoDbLocal('commitWith on DynamoDB Local', () => {
     expect(replay.status).toBe(201);
     expect(replay.text).toBe(first.text);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
-    expect(proxy.operations).toEqual(['PutItem']);
+    expect(proxy.operations).toEqual(['UpdateItem']);
     expect(shop().runs).toBe(runs);
   });
 

@@ -39,3 +39,10 @@ export const MAX_CLAIM_ATTEMPTS = 3;
 
 /** Seconds a client is told to wait after the store throttled or failed. */
 export const STORE_RETRY_AFTER_SECONDS = 1;
+
+/** A step's recorded result, as stored (compressed once large, sealed with `encryption`), is at most this big. */
+export const MAX_STEP_RESULT_BYTES = 32 * 1024;
+/** All the steps of one request share this much of the record (its response keeps the rest of the 400 KB item). */
+export const MAX_STEPS_BYTES = 64 * 1024;
+/** Step names are at most this long. */
+export const MAX_STEP_NAME_LENGTH = 255;

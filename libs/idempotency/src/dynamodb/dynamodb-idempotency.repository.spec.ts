@@ -4,7 +4,6 @@ import {
   ConditionalCheckFailedException,
   DynamoDBClient,
   GetItemCommand,
-  PutItemCommand,
   ScanCommand,
   TransactionCanceledException,
   UpdateItemCommand,
@@ -58,19 +57,19 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       claimed: false,
       existing: expect.objectContaining({ status: 'PENDING', claimToken: 'theirs', expiresAt: NOW + 30 }),
     });
-    expect(sent()).toEqual(['PutItemCommand']);
-    const put = send.mock.calls[0][0] as PutItemCommand;
-    expect(put.input).toMatchObject({
+    expect(sent()).toEqual(['UpdateItemCommand']);
+    const update = send.mock.calls[0][0] as UpdateItemCommand;
+    expect(update.input).toMatchObject({
       ConditionExpression:
-        'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)',
+        'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))',
       ExpressionAttributeNames: { '#pk': 'pk', '#status': 'status', '#expires': 'expires_at' },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      ExpressionAttributeValues: {
+      ExpressionAttributeValues: expect.objectContaining({
         ':leaseCutoff': { N: String(NOW) }, // no clockSkewSeconds given: 0
         ':now': { N: String(NOW) },
         ':failed': { S: 'FAILED' },
         ':pending': { S: 'PENDING' },
-      },
+      }),
     });
   });
 
@@ -78,13 +77,18 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     const { repository, send } = mockedRepository();
     send.mockResolvedValueOnce({} as never);
     await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect((send.mock.calls[0][0] as PutItemCommand).input.Item).toEqual({
-      pk: { S: 'k' },
-      status: { S: 'PENDING' },
-      expires_at: { N: String(NOW + 60) },
-      claim_token: { S: expect.any(String) },
-      fingerprint: { S: 'fp' },
-      pending_since: { N: String(NOW) },
+    const update = (send.mock.calls[0][0] as UpdateItemCommand).input;
+    expect(update.Key).toEqual({ pk: { S: 'k' } });
+    expect(update.UpdateExpression).toBe(
+      'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, ' +
+        '#steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed ADD #runs :one',
+    );
+    expect(update.ExpressionAttributeValues).toMatchObject({
+      ':pending': { S: 'PENDING' },
+      ':expiresAt': { N: String(NOW + 60) },
+      ':token': { S: expect.any(String) },
+      ':fingerprint': { S: 'fp' },
+      ':now': { N: String(NOW) },
     });
     const claim = repository.claim({ key: 'k', fingerprint: undefined as unknown as string, leaseSeconds: 60 });
     await expect(claim).rejects.toThrow('fingerprint: an idempotency record has no attribute of type undefined');
@@ -98,7 +102,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       .mockResolvedValueOnce({ Item: marshall(pendingItem) } as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     expect(claim.claimed).toBe(false);
-    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand']);
+    expect(sent()).toEqual(['UpdateItemCommand', 'GetItemCommand']);
     expect((send.mock.calls[1][0] as GetItemCommand).input.ConsistentRead).toBe(true);
   });
 
@@ -109,14 +113,14 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       .mockResolvedValueOnce({} as never)
       .mockResolvedValueOnce({} as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect(claim).toEqual({ claimed: true, claimToken: expect.any(String) });
-    expect(sent()).toEqual(['PutItemCommand', 'GetItemCommand', 'PutItemCommand']);
+    expect(claim).toEqual({ claimed: true, claimToken: expect.any(String), run: 1, steps: [] });
+    expect(sent()).toEqual(['UpdateItemCommand', 'GetItemCommand', 'UpdateItemCommand']);
   });
 
   it('gives up with a store fault when the item keeps vanishing', async () => {
     const { repository, send } = mockedRepository();
     send.mockImplementation((async (command: unknown) => {
-      if (command instanceof PutItemCommand) throw conditionFailed();
+      if (command instanceof UpdateItemCommand) throw conditionFailed();
       return {};
     }) as never);
     const claim = repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
@@ -130,7 +134,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     // in between. Three attempts, then the loser gets that record (its caller decides), never a store fault.
     const { repository, send, sent } = mockedRepository();
     send.mockImplementation((async (command: unknown) => {
-      if (command instanceof PutItemCommand) throw conditionFailed();
+      if (command instanceof UpdateItemCommand) throw conditionFailed();
       return { Item: marshall({ ...pendingItem, status: 'FAILED' }) };
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
@@ -139,25 +143,24 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       existing: expect.objectContaining({ status: 'FAILED', claimToken: 'theirs' }),
     });
     expect(sent()).toEqual([
-      'PutItemCommand',
+      'UpdateItemCommand',
       'GetItemCommand',
-      'PutItemCommand',
+      'UpdateItemCommand',
       'GetItemCommand',
-      'PutItemCommand',
+      'UpdateItemCommand',
       'GetItemCommand',
     ]);
   });
 
   it('recognises its own claim when an SDK retry of a landed write fails the condition', async () => {
     const { repository, send } = mockedRepository();
-    send.mockImplementationOnce((async (command: PutItemCommand) => {
-      throw conditionFailed(unmarshall(command.input.Item!));
+    send.mockImplementationOnce((async (command: UpdateItemCommand) => {
+      const values = unmarshall(command.input.ExpressionAttributeValues!);
+      throw conditionFailed({ ...pendingItem, claim_token: values[':token'], runs: 1 });
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
-    expect(claim).toEqual({
-      claimed: true,
-      claimToken: (send.mock.calls[0][0] as PutItemCommand).input.Item?.claim_token.S,
-    });
+    const sentToken = (send.mock.calls[0][0] as UpdateItemCommand).input.ExpressionAttributeValues?.[':token'].S;
+    expect(claim).toEqual({ claimed: true, claimToken: sentToken, run: 1, steps: [] });
   });
 
   it('reports each call to the store with its duration in seconds, its operation and its result', async () => {

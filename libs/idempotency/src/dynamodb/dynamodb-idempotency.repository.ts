@@ -4,7 +4,6 @@ import {
   DynamoDBClient,
   GetItemCommand,
   QueryCommand,
-  PutItemCommand,
   ScanCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
@@ -26,6 +25,8 @@ import {
   PutCompletedInput,
   PutCompletedResult,
   RecordLocation,
+  RecordStepInput,
+  RecordStepResult,
   refusal,
   RemoveInput,
   RemoveResult,
@@ -33,12 +34,12 @@ import {
   ScanInput,
   TransitionResult,
 } from '../repository/idempotency.repository';
+import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
 import { listedRecords, recordFromItem, responseAttribute } from './item-mapping';
 import {
-  claimRequest,
   completion,
   FAILURE,
   getRequest,
@@ -106,14 +107,25 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     };
   }
 
+  /**
+   * The resume form first (a new key, or the same request left unfinished: its steps come back); the restart form only
+   * when that lost to a claimable record of another request or a finished one (see `claim-requests.ts`).
+   */
   async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
+    let restarting: string | undefined;
     for (let attempt = 1; ; attempt++) {
       const claimToken = randomUUID();
       const now = this.clock.nowSeconds();
       try {
         const request = { key, partition, claimToken, fingerprint, nowSeconds: now, leaseSeconds, clockSkewSeconds };
-        await this.calls.send('claim', new PutItemCommand(claimRequest(this.tableName, this.layout, request)));
-        return { claimed: true, claimToken };
+        const command =
+          restarting === undefined
+            ? resumeClaimRequest(this.tableName, this.layout, request)
+            : restartClaimRequest(this.tableName, this.layout, request, restarting);
+        const { Attributes } = await this.calls.send('claim', new UpdateItemCommand(command));
+        const resumed = Attributes && recordFromItem(this.layout, Attributes);
+        if (!resumed) return { claimed: true, claimToken, run: 1, steps: [] };
+        return { claimed: true, claimToken, run: (resumed.runs ?? 0) + 1, steps: resumed.steps ?? [] };
       } catch (error) {
         // Another Region wrote the item at the same moment (multi-Region strong consistency): contention, like a
         // lost race whose winner is not known yet. Claimed again, then reported in flight, never a duplicate.
@@ -125,18 +137,37 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         this.telemetry.conditionRejected(this.tableName, 'claim');
         const existing = await this.existingAfterFailedCondition({ key, partition }, error);
         // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
-        if (existing?.claimToken === claimToken) return { claimed: true, claimToken };
+        if (existing?.claimToken === claimToken) {
+          return { claimed: true, claimToken, run: existing.runs ?? 1, steps: existing.steps ?? [] };
+        }
         const blocking = existing && !isClaimable(existing, this.clock.nowSeconds(), clockSkewSeconds);
         // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
         if (existing && (blocking || attempt >= MAX_CLAIM_ATTEMPTS)) return { claimed: false, existing };
         if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
+        // Claimable: the same request unfinished is resumed; another request's record, or a finished one, restarted.
+        const resumable = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
+        restarting = existing && !resumable ? existing.claimToken : undefined;
       }
     }
   }
 
-  async complete({ key, partition, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
+  /** A step's result on the record, only while `claimToken` owns it (`claim-requests.ts`). */
+  override async recordStep(input: RecordStepInput): Promise<RecordStepResult> {
+    const request = recordStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds());
+    try {
+      await this.calls.send('step', new UpdateItemCommand(request));
+      return { ok: true };
+    } catch (error) {
+      if (!isConditionalCheckFailed(error)) throw error;
+      this.telemetry.conditionRejected(this.tableName, 'step');
+      return refusal(input.claimToken, await this.existingAfterFailedCondition(input, error));
+    }
+  }
+
+  async complete(input: CompleteInput): Promise<CompleteResult> {
+    const { key, partition, claimToken, response, ttlSeconds, writes, stepBytes = 0 } = input;
     const now = this.clock.nowSeconds();
-    const update = completion(responseAttribute(response), now);
+    const update = completion(responseAttribute(response, stepBytes), now);
     if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
     return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
   }

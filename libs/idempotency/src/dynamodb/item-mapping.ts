@@ -3,7 +3,7 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { RECORD_KEY_SHAPE } from '../keys/record-key';
-import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
 import { RecordAttribute, TableLayout } from './table-layout';
 
@@ -29,6 +29,8 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#response': 'response',
   '#pending': 'pending_since',
   '#completed': 'completed_at',
+  '#steps': 'steps',
+  '#runs': 'runs',
 };
 
 /**
@@ -68,8 +70,14 @@ export function attributeValues(values: object): Record<string, AttributeValue> 
   return marshalled;
 }
 
+/** A map attribute (a recorded step, the empty map of steps), already in DynamoDB's form. */
+export class MapValue {
+  constructor(readonly entries: Record<string, AttributeValue>) {}
+}
+
 function attributeValue(name: string, value: unknown): AttributeValue {
   if (typeof value === 'string') return { S: value };
+  if (value instanceof MapValue) return { M: value.entries };
   if (typeof value === 'number') return { N: String(value) };
   if (value instanceof Uint8Array) return { B: value };
   throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
@@ -85,7 +93,7 @@ export function recordItem(
   const marshalled = layout.itemKey(key, partition);
   for (const name of Object.keys(item) as RecordAttribute[]) {
     const stored = layout.names[name];
-    marshalled[stored] = attributeValue(stored, item[name]);
+    marshalled[stored] = attributeValue(stored, (item as Partial<Record<RecordAttribute, unknown>>)[name]);
   }
   return marshalled;
 }
@@ -105,6 +113,8 @@ export function recordFromItem(
     return undefined;
   const completedAt = read('completed_at');
   const response = read('response');
+  const steps = read('steps') as Record<string, StepItem> | undefined;
+  const runs = read('runs');
   return {
     key,
     ...(layout.sortKey ? { partition: String(item[layout.partitionKey]) } : {}),
@@ -116,7 +126,42 @@ export function recordFromItem(
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
     responseBytes: response === undefined ? undefined : encodedByteLength(response as string | Uint8Array),
+    ...(steps === undefined ? {} : { steps: recordedSteps(steps) }),
+    ...(runs === undefined ? {} : { runs: Number(runs) }),
   };
+}
+
+/** A recorded step as stored in the record's `steps` map, under its name. */
+interface StepItem {
+  result: string | Uint8Array;
+  at: number;
+  attempt: number;
+  run: number;
+}
+
+/** A step's entry in the `steps` map. */
+export function stepItem(step: Omit<RecordedStep, 'bytes' | 'name'>): MapValue {
+  const result = encodeStoredResponse(step.result);
+  return new MapValue({
+    result: typeof result === 'string' ? { S: result } : { B: result },
+    at: { N: String(step.recordedAt) },
+    attempt: { N: String(step.attempt) },
+    run: { N: String(step.run) },
+  });
+}
+
+/** The `steps` map as read (unmarshalled), in the order they were recorded. */
+export function recordedSteps(steps: Record<string, StepItem>): RecordedStep[] {
+  return Object.entries(steps)
+    .map(([name, { result, at, attempt, run }]) => ({
+      name,
+      result: decodeStoredResponse(result),
+      recordedAt: Number(at),
+      attempt: Number(attempt),
+      run: Number(run),
+      bytes: encodedByteLength(result),
+    }))
+    .sort((a, b) => a.run - b.run || a.recordedAt - b.recordedAt);
 }
 
 const logger = new Logger('Idempotency');
@@ -158,11 +203,14 @@ function unparsable(record: IdempotencyRecord): string | undefined {
  * The `response` attribute: JSON text, gzipped once large. One that would not fit in the item even compressed is
  * stored without its body (logged): the key stays done, and duplicates get 409 response-not-stored.
  */
-export function responseAttribute(response: StoredResponse): string | Uint8Array {
+export function responseAttribute(response: StoredResponse, stepBytes = 0): string | Uint8Array {
   const encoded = encodeStoredResponse(response);
-  if (encodedByteLength(encoded) <= MAX_STORED_RESPONSE_BYTES) return encoded;
+  const limit = MAX_STORED_RESPONSE_BYTES - stepBytes;
+  if (encodedByteLength(encoded) <= limit) return encoded;
   logger.warn(
-    `Response of ${encodedByteLength(encoded)} bytes (compressed) exceeds the ${MAX_STORED_RESPONSE_BYTES}-byte limit: ` +
+    `Response of ${encodedByteLength(encoded)} bytes (compressed) exceeds the ${limit}-byte limit` +
+      (stepBytes > 0 ? ` (the record's steps take ${stepBytes} of ${MAX_STORED_RESPONSE_BYTES})` : '') +
+      ': ' +
       'stored without its body; duplicates get 409 response-not-stored',
   );
   return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });

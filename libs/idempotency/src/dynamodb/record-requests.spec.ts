@@ -1,13 +1,5 @@
 import { TableLayout } from './table-layout';
-import {
-  claimRequest,
-  getRequest,
-  guarded,
-  queryRequest,
-  removeRequest,
-  RENEWAL,
-  scanRequest,
-} from './record-requests';
+import { getRequest, guarded, queryRequest, removeRequest, RENEWAL, scanRequest } from './record-requests';
 
 /**
  * The parts of each request that a local server answers the same either way: read consistency (dynalite and DynamoDB
@@ -58,29 +50,6 @@ describe('record requests', () => {
     expect(scan.ExpressionAttributeNames).toMatchObject({ '#key': 'SK', '#sk': 'SK', '#token': 'claim_token' });
     expect(scan.ProjectionExpression).toContain('#sk');
     expect(scan.ExpressionAttributeValues).toEqual({ ':prefix': { S: 'IDEMPOTENCY#' } });
-  });
-
-  it('claims with the lease cut-off the clock-skew margin before now, and asks for the old item on a loss', () => {
-    const claim = claimRequest('t', plain, {
-      key: 'k',
-      claimToken: 'c',
-      fingerprint: 'f',
-      nowSeconds: 1000,
-      leaseSeconds: 30,
-      clockSkewSeconds: 5,
-    });
-    expect(claim.ExpressionAttributeValues).toEqual({
-      ':leaseCutoff': { N: '995' },
-      ':now': { N: '1000' },
-      ':failed': { S: 'FAILED' },
-      ':pending': { S: 'PENDING' },
-    });
-    expect(claim.Item).toMatchObject({
-      expires_at: { N: '1030' },
-      pending_since: { N: '1000' },
-      status: { S: 'PENDING' },
-    });
-    expect(claim.ReturnValuesOnConditionCheckFailure).toBe('ALL_OLD');
   });
 
   it('guards a transition by the PENDING status and the claim token, and asks for the record when the guard fails', () => {

@@ -16,33 +16,12 @@ import { TableLayout } from './table-layout';
  */
 
 /** A claim wins a new key, a failed attempt, a lease past its end by the clock-skew margin, or a finished record past its expiry. */
-const CLAIMABLE =
+export const CLAIMABLE =
   'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
 /** Every transition after the claim applies only while this claim owns the PENDING record. */
-const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
+export const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
 /** Everything but the response: listings need state, not payloads. */
 const STATE = '#pk, #status, #expires, #token, #fingerprint, #pending, #completed';
-
-export interface ClaimRequest extends RecordLocation {
-  claimToken: string;
-  fingerprint: string;
-  nowSeconds: number;
-  leaseSeconds: number;
-  clockSkewSeconds: number;
-}
-
-/** Claim (1): put a PENDING record with a fresh claim token, first writer wins; the old item comes back on a loss. */
-export function claimRequest(tableName: string, layout: TableLayout, claim: ClaimRequest): PutItemCommandInput {
-  const { key, partition, claimToken, fingerprint, nowSeconds, leaseSeconds, clockSkewSeconds } = claim;
-  const item: RecordItem = {
-    status: 'PENDING',
-    expires_at: nowSeconds + leaseSeconds,
-    claim_token: claimToken,
-    fingerprint,
-    pending_since: nowSeconds,
-  };
-  return claimablePut(tableName, layout, { key, partition }, item, nowSeconds, clockSkewSeconds);
-}
 
 export interface CompletedPutRequest extends RecordLocation {
   claimToken: string;

@@ -21,6 +21,8 @@ import {
 /** The output fields the repository reads, whatever the command. */
 export interface CallOutput {
   Item?: Record<string, unknown>;
+  /** The old item, from an `UpdateItem` that asked for it (the claim). */
+  Attributes?: Record<string, unknown>;
   Items?: Record<string, unknown>[];
   LastEvaluatedKey?: Record<string, unknown>;
 }

@@ -18,7 +18,7 @@ describe('TableLayout.from (the options, checked)', () => {
 
   it('refuses an attribute that is not the record’s, or an empty name', () => {
     expect(from({ attributeNames: { owner: 'o' } as never })).toThrow(
-      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at)',
+      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at, steps, runs)',
     );
     expect(from({ attributeNames: { expires_at: '' } })).toThrow(
       'forRoot: attributeNames.expires_at must be a non-empty string, got ""',
@@ -52,6 +52,8 @@ describe('TableLayout.from (the options, checked)', () => {
       response: 'response',
       pending_since: 'pending_since',
       completed_at: 'completed_at',
+      steps: 'steps',
+      runs: 'runs',
     });
     expect(layout.recordKeyAttribute).toBe('SK');
   });

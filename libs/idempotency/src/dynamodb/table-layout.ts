@@ -3,7 +3,15 @@ import { UNSCOPED_PARTITION } from '../keys/record-key';
 
 /** The record's attributes besides its key, by their default names. */
 export type RecordAttribute =
-  'status' | 'expires_at' | 'claim_token' | 'fingerprint' | 'response' | 'pending_since' | 'completed_at';
+  | 'status'
+  | 'expires_at'
+  | 'claim_token'
+  | 'fingerprint'
+  | 'response'
+  | 'pending_since'
+  | 'completed_at'
+  | 'steps'
+  | 'runs';
 
 const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'status',
@@ -13,6 +21,8 @@ const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'response',
   'pending_since',
   'completed_at',
+  'steps',
+  'runs',
 ];
 
 /** How the records sit in a table: its keys, the attributes' names, a prefix that marks the module's items. */

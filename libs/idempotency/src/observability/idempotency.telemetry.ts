@@ -1,11 +1,15 @@
-import { Attributes, metrics, ObservableResult, Span, SpanStatusCode, trace } from '@opentelemetry/api';
+import { Attributes, context, metrics, ObservableResult, Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { RequestOutcome } from '../errors/outcomes';
 import { CountedSeries, CountedSeriesEntry } from './counted-series';
 import { OutcomeEvents, ReportedCall } from './outcome-events';
 
 const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 
-export type StoreOperation = 'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'get' | 'scan' | 'query' | 'remove';
+export type StoreOperation =
+  'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'step' | 'get' | 'scan' | 'query' | 'remove';
+
+/** What became of a step (`IdempotencyContext.step`): its function ran, its recorded result was used, or neither. */
+export type StepResult = 'run' | 'resumed' | 'lease_lost';
 
 /** The reconciler's findings for one table: its last sweep's counts, and when it ended (epoch seconds). */
 export interface SweepFindings {
@@ -23,7 +27,7 @@ export const METRICS = {
   conditionalWriteRejected: {
     name: 'dynamo_conditional_write_rejected_total',
     kind: 'counter',
-    help: 'ConditionalCheckFailedException answers, by table and operation (claim, complete, fail, renew)',
+    help: 'ConditionalCheckFailedException answers, by table and operation (claim, complete, fail, renew, step)',
   },
   duplicateReexecution: {
     name: 'dedup_duplicate_reexecution_total',
@@ -49,6 +53,11 @@ export const METRICS = {
     name: 'idempotency_unkeyed_calls_total',
     kind: 'counter',
     help: 'Side effects protected calls sent without a key (unkeyedCalls), by kind (http, dynamodb) and operation',
+  },
+  steps: {
+    name: 'idempotency_steps_total',
+    kind: 'counter',
+    help: 'Steps of protected calls, by table and result (run: its function ran and was recorded; resumed: its recorded result was used; lease_lost: not started, or not recorded, because the caller had lost its lease)',
   },
   storeDuration: {
     name: 'idempotency_store_call_duration_seconds',
@@ -78,7 +87,8 @@ export const METRICS = {
 } as const;
 
 /** The operations whose refused conditions are counted (a series for each is exported from the start). */
-const CONDITIONAL_OPERATIONS = ['claim', 'complete', 'fail', 'renew'] as const;
+const CONDITIONAL_OPERATIONS = ['claim', 'complete', 'fail', 'renew', 'step'] as const;
+const STEP_RESULTS: readonly StepResult[] = ['run', 'resumed', 'lease_lost'];
 
 /** The metrics kept as plain counts (`CountedSeries`): every counter the module exports. */
 type CountedMetric =
@@ -88,7 +98,8 @@ type CountedMetric =
   | 'completionRace'
   | 'renewalRefused'
   | 'replayCacheLookups'
-  | 'unkeyedCalls';
+  | 'unkeyedCalls'
+  | 'steps';
 
 function counted({ name, help }: (typeof METRICS)[CountedMetric]): CountedSeries {
   return CountedSeries.named(name, help, INSTRUMENTATION_SCOPE);
@@ -107,12 +118,14 @@ export class IdempotencyTelemetry {
   private readonly requests = counted(METRICS.requests);
   private readonly replayCacheLookups = counted(METRICS.replayCacheLookups);
   private readonly unkeyedCalls = counted(METRICS.unkeyedCalls);
+  private readonly steps = counted(METRICS.steps);
   private readonly duplicateReexecution: CountedSeriesEntry;
   private readonly completionRace: CountedSeriesEntry;
   private readonly renewalRefused: CountedSeriesEntry;
   /** The per-request series of this table, each looked up once (by the label's value). */
   private readonly requestSeries = new Map<string, CountedSeriesEntry>();
   private readonly lookupSeries = new Map<string, CountedSeriesEntry>();
+  private readonly stepSeries = new Map<string, CountedSeriesEntry>();
   /** Outcome events (`onOutcome`, the diagnostics channel): published from `request`. */
   readonly outcomes = new OutcomeEvents();
   private readonly storeDuration = this.meter.createHistogram(METRICS.storeDuration.name, {
@@ -133,6 +146,7 @@ export class IdempotencyTelemetry {
     this.completionRace = own(METRICS.completionRace);
     this.renewalRefused = own(METRICS.renewalRefused);
     if (table !== undefined) for (const operation of CONDITIONAL_OPERATIONS) this.rejectedSeries(table, operation);
+    for (const result of STEP_RESULTS) this.tableSeries(this.steps, this.stepSeries, 'result', result);
     const byTable = (observe: (findings: SweepFindings) => number) => (result: ObservableResult) =>
       this.findings.forEach((findings, name) => result.observe(observe(findings), { table: name }));
     this.gauge(METRICS.stuckPending).addCallback(byTable((findings) => findings.stuckPending));
@@ -172,7 +186,23 @@ export class IdempotencyTelemetry {
     return this.unkeyedCalls.series(`${this.table ?? ''}\0${kind}\0${operation}`, { ...this.labels, kind, operation });
   }
 
-  conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew'): void {
+  /** A step of a protected call: run, resumed from its recorded result, or refused for a lost lease. */
+  step(result: StepResult): void {
+    this.tableSeries(this.steps, this.stepSeries, 'result', result).value++;
+  }
+
+  /**
+   * Runs a step's function in a span (`idempotency.step`) made the active context, so the calls it makes (a provider's
+   * charge) are its children; without a tracer provider, the function is called as it is.
+   */
+  stepSpan<T>(recordKey: string, name: string, attempt: number, fn: () => Promise<T>): Promise<T> {
+    const attributes = { 'idempotency.key': recordKey, 'idempotency.step': name, 'idempotency.step.attempt': attempt };
+    const span = this.tracer.startSpan('idempotency.step', { attributes });
+    if (!span.isRecording()) return fn();
+    return context.with(trace.setSpan(context.active(), span), () => recorded(span, fn));
+  }
+
+  conditionRejected(table: string, operation: (typeof CONDITIONAL_OPERATIONS)[number]): void {
     this.rejectedSeries(table, operation).value++;
   }
 
@@ -238,10 +268,10 @@ export class IdempotencyTelemetry {
   }
 }
 
-async function recorded<T>(span: Span, call: () => Promise<T>, outcome: (result: T) => string): Promise<T> {
+async function recorded<T>(span: Span, call: () => Promise<T>, outcome?: (result: T) => string): Promise<T> {
   try {
     const result = await call();
-    span.setAttribute('dynamo.condition_result', outcome(result));
+    if (outcome) span.setAttribute('dynamo.condition_result', outcome(result));
     return result;
   } catch (error) {
     span.recordException(error as Error);

@@ -9,6 +9,7 @@ import {
   RunningClaim,
   untrackContext,
 } from './idempotency-context';
+import { UnrecordedSteps } from './step-journal';
 
 const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { id } } });
 
@@ -19,6 +20,7 @@ function claim(overrides: Partial<RunningClaim> = {}): RunningClaim {
     canCommitWith: true,
     writes: [],
     open: true,
+    steps: new UnrecordedSteps('POST /orders#abc'),
     ...overrides,
   };
 }

@@ -1,11 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createHash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { DERIVE_KEY_HOOK } from '../client/derived-key';
+import { derivedKeyOf } from '../keys/derived-key';
 import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
+import { StepFunction, StepRunner, UnrecordedSteps } from './step-journal';
 
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {
@@ -21,6 +22,8 @@ export interface RunningClaim {
   watch?: UnkeyedCallWatch;
   /** The call's route as reports name it (`POST /orders`, `fn charge-card`): asked only when one is made. */
   route?: () => string;
+  /** Where its steps run: recorded on the record as its owner, or run without a record (optimistic mode). */
+  steps: StepRunner;
 }
 
 const claims = new AsyncLocalStorage<RunningClaim>();
@@ -28,11 +31,6 @@ const claims = new AsyncLocalStorage<RunningClaim>();
 /** The claim of the tracked protected call running here, if any (the unkeyed-call observers ask). */
 export function runningClaim(): RunningClaim | undefined {
   return claims.getStore();
-}
-
-/** `deriveKey`: the same for every run of a record and name, never the raw client key or the claim token. */
-function derivedKeyOf(recordKey: string, name: string): string {
-  return createHash('sha256').update(`derived\0${recordKey}\0${name}`).digest('hex');
 }
 
 // The retrying client (`nestjs-dynamodb-idempotency/client`, which imports nothing of Nest) asks the tracked call it
@@ -145,6 +143,24 @@ export class IdempotencyContext {
   }
 
   /**
+   * A recovery point: runs `fn` once for this request and records what it returns before handing it back. A later run
+   * of the same request (a retry after a crash, a lease taken over, a key released after an error) gets the recorded
+   * result, of the types it had, without running `fn`. `fn` gets `key` (`deriveKey(name)`, for its downstream call's
+   * own idempotency key) and `attempt` (how many times it has been started for this request). Names are unique within
+   * a call. Outside a protected call (an optional key that is absent) and in optimistic mode, `fn` runs and nothing is
+   * recorded. See docs/recovery-points.md.
+   *
+   * @example
+   * ```ts
+   * const charge = await this.idempotency.step('charge', ({ key }) => payments.charge(order, { idempotencyKey: key }));
+   * ```
+   */
+  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
+    const steps = this.current()?.steps ?? keylessSteps;
+    return steps.step(name, fn);
+  }
+
+  /**
    * Commits `writes` in one `TransactWriteItems` with the completion (PENDING → COMPLETED, guarded by this claim):
    * they happen if and only if the key is completed with this call's response. They are not sent now; nothing is
    * written if the handler throws. At most 99 writes per call.
@@ -205,6 +221,11 @@ export class IdempotencyContext {
     return claim;
   }
 }
+
+/** Steps outside any protected call: run, never recorded. */
+const keylessSteps: StepRunner = {
+  step: (name, fn) => new UnrecordedSteps().step(name, fn),
+};
 
 /** The context of one call, whatever the current async context: no AsyncLocalStorage lookup. */
 class BoundIdempotencyContext extends IdempotencyContext {

@@ -18,14 +18,14 @@ import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
-import { Flight, FlightTaken, localOwner, SingleFlight, wonClaim } from './single-flight';
+import { FlightTaken, localOwner, SingleFlight, WonClaim, wonClaim } from './single-flight';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
 const FIRST_POLL_MS = 25;
 const MAX_POLL_MS = 500;
 
-type Acquired = { claimToken: string; flight: Flight } | { replay: StoredResponse };
+type Acquired = WonClaim | { replay: StoredResponse };
 
 /**
  * The idempotency protocol, for any async function: claim the key → run → complete (or fail), or for a duplicate
@@ -75,7 +75,8 @@ export class IdempotencyService implements OnApplicationShutdown {
     });
     const { watch } = tracking;
     const environment = { canCommitWith: () => readiness.commitSupported(), tracked: () => tracking.tracked, watch };
-    this.owner = new KeyOwner(repository, telemetry, recorder, environment);
+    const journal = { repository, clock, telemetry, sealer: options.sealer };
+    this.owner = new KeyOwner(journal, recorder, environment);
     this.optimistic = new OptimisticRun({
       ...environment,
       repository,
@@ -116,6 +117,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       waitMs: policy.waitMs,
       clockSkewSeconds: policy.clockSkewSeconds,
       mode: policy.mode,
+      stepBytes: 0,
     };
     const deadline = invocationDeadlineSeconds();
     if (deadline !== undefined) call.deadline = deadline;
@@ -161,7 +163,7 @@ export class IdempotencyService implements OnApplicationShutdown {
         return work.replay(acquired.replay);
       }
       try {
-        return await this.owner.run(call, acquired.claimToken, work, acquired.flight);
+        return await this.owner.run(call, acquired, work);
       } finally {
         this.flights.forget(call.recordKey, acquired.flight);
       }

@@ -32,12 +32,18 @@ describe('KeyOwner', () => {
       cache: new ReplayCache({ maxEntries: 0, maxAgeSeconds: 10, clock }),
       failedTtlSeconds: 300,
     });
-    owner = new KeyOwner(repository, telemetry, recorder, { canCommitWith: async () => true, tracked: () => false });
+    owner = new KeyOwner({ repository, clock, telemetry }, recorder, {
+      canCommitWith: async () => true,
+      tracked: () => false,
+    });
     ({ flight } = new SingleFlight(repository, clock, telemetry).take(call));
     const claimed = await flight.claim;
     if (!claimed.claimed) throw new Error('not claimed');
     token = claimed.claimToken;
   });
+
+  const run = <T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>, flight: Flight) =>
+    owner.run(call, { claimToken, flight, run: 1, steps: [] }, work);
 
   const work = <T>(
     execute: (context?: IdempotencyContext) => Promise<T>,
@@ -53,7 +59,7 @@ describe('KeyOwner', () => {
 
   it('runs the work with a context bound to its claim, then completes the record with its result', async () => {
     let seen: { recordKey?: string; claimToken?: string } = {};
-    const result = await owner.run(
+    const result = await run(
       call,
       token,
       work(async (context) => {
@@ -70,7 +76,7 @@ describe('KeyOwner', () => {
   it('releases the key for an error that is not final, and hands the error back unchanged', async () => {
     const failure = new Error('the work failed');
     await expect(
-      owner.run(
+      run(
         call,
         token,
         work(async () => Promise.reject(failure)),
@@ -83,7 +89,7 @@ describe('KeyOwner', () => {
   it('stores an error that storeIf makes final, to be replayed', async () => {
     const declined = new HttpException('declined', 402);
     const final = work(async () => Promise.reject(declined), { isFinal: (stored) => stored.statusCode === 402 });
-    await expect(owner.run(call, token, final, flight)).rejects.toBe(declined);
+    await expect(run(call, token, final, flight)).rejects.toBe(declined);
     expect(await repository.get({ key: 'k' })).toMatchObject({
       status: 'COMPLETED',
       response: { statusCode: 402, exception: 'HttpException' },
@@ -96,14 +102,14 @@ describe('KeyOwner', () => {
         throw new Error('cannot capture');
       },
     });
-    await expect(owner.run(call, token, broken, flight)).resolves.toBe('done');
+    await expect(run(call, token, broken, flight)).resolves.toBe('done');
     expect(await repository.get({ key: 'k' })).toMatchObject({ status: 'COMPLETED', response: { bodyOmitted: true } });
   });
 
   it('commits what the work gave commitWith with the completion, and refuses writes once the work has returned', async () => {
     let context: IdempotencyContext | undefined;
     const write = { Put: { TableName: 'orders', Item: { id: 'o-1' } } };
-    await owner.run(
+    await run(
       call,
       token,
       work(async (bound) => {
@@ -121,7 +127,7 @@ describe('KeyOwner', () => {
     jest.useFakeTimers();
     try {
       let timersWhileRunning = 0;
-      await owner.run(
+      await run(
         call,
         token,
         work(async () => {

@@ -1,34 +1,41 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { IdempotencyRepository } from '../repository/idempotency.repository';
+import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork } from './protected-call';
-import { Flight } from './single-flight';
+import { WonClaim } from './single-flight';
+import { StepJournal, StepJournalDependencies, StepRunner } from './step-journal';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /**
  * Runs the work as the key's owner: its lease renewed meanwhile (`LeaseHeartbeat`), the running claim available to it
- * (`IdempotencyContext`), then the outcome recorded before the result is handed back. Once the work has succeeded the
- * key is never released for a re-run: a result that cannot be stored completes the record without a body.
+ * (`IdempotencyContext`, its steps recorded by a `StepJournal`), then the outcome recorded before the result is handed
+ * back. Once the work has succeeded the key is never released for a re-run: a result that cannot be stored completes
+ * the record without a body.
  */
 export class KeyOwner {
   private readonly logger = new Logger('Idempotency');
   private readonly heartbeats = new Set<LeaseHeartbeat>();
 
   constructor(
-    private readonly repository: IdempotencyRepository,
-    private readonly telemetry: IdempotencyTelemetry,
+    private readonly journal: StepJournalDependencies,
     private readonly recorder: OutcomeRecorder,
     private readonly environment: OwnerEnvironment,
   ) {}
 
-  async run<T>(call: ProtectedCall, claimToken: string, work: ProtectedWork<T>, flight: Flight): Promise<T> {
+  async run<T>(call: ProtectedCall, won: WonClaim, work: ProtectedWork<T>): Promise<T> {
+    const { claimToken, flight } = won;
     // Each renewal moves the flight's lease end: requests that join it know how long the owner holds the key.
-    const heartbeat = new LeaseHeartbeat(this.repository, this.telemetry, call, claimToken, flight);
+    const { repository, telemetry } = this.journal;
+    const heartbeat = new LeaseHeartbeat(repository, telemetry, call, claimToken, flight);
     this.heartbeats.add(heartbeat);
     try {
-      const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.environment);
+      const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.environment, this.steps(call, won));
+      if ('error' in outcome && outcome.error instanceof IdempotencyLeaseLostError) {
+        // A step found the lease lost: nothing of this run is stored; the successor's outcome (if any) stands.
+        await this.recorder.abandon(call, claimToken);
+        throw outcome.error;
+      }
       // A final outcome is stored and replayed; any other releases the key (an error's writes are dropped).
       const stored = finalOutcome(this.logger, call, work, outcome, writes);
       if ('error' in outcome) {
@@ -48,5 +55,14 @@ export class KeyOwner {
   stopRenewing(): void {
     for (const heartbeat of this.heartbeats) heartbeat.stop();
     this.heartbeats.clear();
+  }
+
+  /** The run's steps: recorded on the record, or refused before they start on a store that cannot record them. */
+  private steps(call: ProtectedCall, { claimToken, flight, run, steps = [] }: WonClaim): StepRunner {
+    if (run !== undefined) return new StepJournal(this.journal, call, { claimToken, run, steps }, flight);
+    const store = this.journal.repository.constructor.name;
+    return {
+      step: () => Promise.reject(new Error(`IdempotencyContext.step: ${store} cannot record steps.`)),
+    };
   }
 }

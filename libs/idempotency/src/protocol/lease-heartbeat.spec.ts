@@ -67,7 +67,8 @@ describe('LeaseHeartbeat', () => {
       set leaseEndsAt(expiresAt: number) {
         renewed.push(expiresAt);
       },
-    } as { leaseEndsAt: number };
+      leaseLost: false,
+    } as { leaseEndsAt: number; leaseLost: boolean };
     const heartbeat = new LeaseHeartbeat(
       repository,
       telemetry,
@@ -103,7 +104,7 @@ describe('LeaseHeartbeat', () => {
       telemetry,
       { recordKey: key, leaseSeconds: 3, maxLeaseSeconds: 3600, deadline: 1_000_000_002 },
       claimToken,
-      { leaseEndsAt: 0 },
+      { leaseEndsAt: 0, leaseLost: false },
     );
     heartbeats.push(heartbeat);
     await advance(3000);

@@ -10,9 +10,13 @@ export type LeasedCall = Pick<
   'recordKey' | 'partition' | 'leaseSeconds' | 'maxLeaseSeconds' | 'deadline'
 >;
 
-/** Where each new lease end (epoch seconds) is written after a renewal: the claim's `Flight`. */
+/**
+ * Where each new lease end (epoch seconds) is written after a renewal, and a refused renewal: the claim's `Flight`
+ * (steps read both before they start).
+ */
 export interface LeaseEnd {
   leaseEndsAt: number;
+  leaseLost: boolean;
 }
 
 /**
@@ -79,6 +83,7 @@ export class LeaseHeartbeat implements Repeating {
       this.stop();
       // Refused because this claim's own outcome landed meanwhile: nothing was lost.
       if (result.reason !== 'lease_lost') return;
+      this.lease.leaseLost = true;
       this.telemetry.leaseRenewalRefused();
       LeaseHeartbeat.logger.warn({
         msg: 'lease renewal refused: another caller took the key over; the running handler will not be recorded',

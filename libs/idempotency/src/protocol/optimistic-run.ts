@@ -11,6 +11,7 @@ import { replayOf } from './completed-response';
 import { commitRejected, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
+import { UnrecordedSteps } from './step-journal';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /** Where an optimistic run writes and what it reads of the module. */
@@ -39,7 +40,9 @@ export class OptimisticRun {
 
   async run<T>(call: ProtectedCall, work: ProtectedWork<T>): Promise<OptimisticOutcome<T>> {
     const claimToken = randomUUID();
-    const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.deps);
+    const route = () => work.origin?.().operation ?? call.recordKey;
+    const steps = new UnrecordedSteps(call.recordKey, route);
+    const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.deps, steps);
     const stored = finalOutcome(this.logger, call, work, outcome, writes);
     const replay = stored ? await this.store(call, claimToken, stored, writes) : await this.storedBefore(call);
     if (replay) return { replay };

@@ -152,6 +152,7 @@ export class OutcomeRecorder {
             response: sealed,
             ttlSeconds: call.ttlSeconds,
             writes,
+            stepBytes: call.stepBytes,
           }),
         ),
       writeOutcome,
@@ -175,6 +176,15 @@ export class OutcomeRecorder {
       pending_since: result.current?.pendingSince,
     });
     return result;
+  }
+
+  /**
+   * A run given up because a step found its lease lost: the key is released if this claim still owns it (its lease
+   * had passed by this process's clock, but nobody took over), and nothing is counted here (the caller counts the
+   * lease-lost error).
+   */
+  async abandon(call: ProtectedCall, claimToken: string): Promise<void> {
+    await this.release(call, claimToken);
   }
 
   /**

@@ -35,6 +35,8 @@ export interface ProtectedCall extends CallPolicy {
   deadline?: number;
   /** Where the call came from and when, for its outcome event: set only while someone listens (`OutcomeEvents`). */
   report?: CallReport;
+  /** Bytes its record's steps take (`IdempotencyContext.step`): its response is stored in what the item has left. */
+  stepBytes?: number;
 }
 
 /** The lease to write now: the call's own, cut at the invocation's deadline (0 once it has passed). */

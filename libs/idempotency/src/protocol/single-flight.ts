@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { IdempotencyRecord } from '../repository/idempotency.record';
+import { IdempotencyRecord, RecordedStep } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { leaseSecondsAt, ProtectedCall } from './protected-call';
 
@@ -11,6 +11,8 @@ import { leaseSecondsAt, ProtectedCall } from './protected-call';
  */
 export class Flight {
   private done = false;
+  /** Set when a renewal or a step's write was refused: another caller holds the key now. */
+  leaseLost = false;
   private waiting?: Promise<void>;
   private wake?: () => void;
 
@@ -48,11 +50,18 @@ export interface FlightTaken {
 }
 
 /** The key, when this request's own claim won it (not one it joined). */
-export function wonClaim(
-  { flight, joined }: FlightTaken,
-  claim: ClaimResult,
-): { claimToken: string; flight: Flight } | undefined {
-  return claim.claimed && !joined ? { claimToken: claim.claimToken, flight } : undefined;
+export function wonClaim({ flight, joined }: FlightTaken, claim: ClaimResult): WonClaim | undefined {
+  return claim.claimed && !joined
+    ? { claimToken: claim.claimToken, flight, run: claim.run, steps: claim.steps }
+    : undefined;
+}
+
+/** A claim this request won: its token, its flight, and (from a store with steps) its run and the steps recorded before. */
+export interface WonClaim {
+  claimToken: string;
+  flight: Flight;
+  run?: number;
+  steps?: readonly RecordedStep[];
 }
 
 /** The span outcome of a claim. */

@@ -4,6 +4,7 @@ import { StoredResponse } from '../repository/idempotency.record';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
+import type { StepRunner } from './step-journal';
 
 /** A run of the work and its outcome as the store keeps it, in either mode (lease and optimistic). */
 
@@ -39,13 +40,14 @@ export function runUnderClaim<T>(
   claimToken: string,
   work: ProtectedWork<T>,
   environment: OwnerEnvironment,
+  steps: StepRunner,
 ): Promise<ClaimedRun<T>> {
   const known = environment.canCommitWith();
-  if (typeof known === 'boolean') return runClaimed(call, claimToken, work, known, environment);
+  if (typeof known === 'boolean') return runClaimed(call, claimToken, work, known, environment, steps);
   // Known once the store has answered; a fault asking it means no (the work runs, without `commitWith`).
   return known.then(
-    (canCommitWith) => runClaimed(call, claimToken, work, canCommitWith, environment),
-    () => runClaimed(call, claimToken, work, false, environment),
+    (canCommitWith) => runClaimed(call, claimToken, work, canCommitWith, environment, steps),
+    () => runClaimed(call, claimToken, work, false, environment, steps),
   );
 }
 
@@ -56,6 +58,7 @@ function runClaimed<T>(
   work: ProtectedWork<T>,
   canCommitWith: boolean,
   environment: OwnerEnvironment,
+  steps: StepRunner,
 ): Promise<ClaimedRun<T>> {
   const { watch } = environment;
   const claim: RunningClaim = {
@@ -66,6 +69,7 @@ function runClaimed<T>(
     open: true,
     watch,
     route: watch && (() => work.origin?.().operation ?? call.recordKey),
+    steps,
   };
   const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;

@@ -74,6 +74,27 @@ export interface IdempotencyRecord {
   response?: StoredResponse;
   /** The stored response's size in the store, in bytes (compressed or sealed as stored), when it was read. */
   responseBytes?: number;
+  /** The recovery points recorded for this request (`IdempotencyContext.step`), when the record was read whole. */
+  steps?: RecordedStep[];
+  /** How many claims this request's record has had (1 for the first run; a resume adds one), when known. */
+  runs?: number;
+}
+
+/**
+ * One recovery point of a record (`IdempotencyContext.step`): the result a step's function returned the first time it
+ * completed for this request, in the typed encoding (`bodyEncoding: 'typed'`; sealed with `encryption`).
+ */
+export interface RecordedStep {
+  name: string;
+  result: StoredResponse;
+  /** Epoch seconds. */
+  recordedAt: number;
+  /** The `attempt` its function ran as when it was recorded. */
+  attempt: number;
+  /** The claim (run) of the record that recorded it: 1 for the first run. */
+  run: number;
+  /** Its size in the store, in bytes, when it was read. */
+  bytes?: number;
 }
 
 /**

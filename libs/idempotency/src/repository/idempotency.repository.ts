@@ -1,5 +1,5 @@
 import type { CommitWrite } from './commit-write';
-import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from './idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
 
 /**
  * Where a record is: its key, and in a table with a sort key the partition it is in (the call's scope). Every input
@@ -23,8 +23,20 @@ export interface ClaimInput extends RecordLocation {
   clockSkewSeconds?: number;
 }
 
-/** A lost race is a value, not an exception: exceptions are for store faults. */
-export type ClaimResult = { claimed: true; claimToken: string } | { claimed: false; existing: IdempotencyRecord };
+/**
+ * A lost race is a value, not an exception: exceptions are for store faults. A won claim that resumes a request
+ * (an expired lease or a FAILED attempt with the same fingerprint) hands back the steps that request recorded and the
+ * number of this run (`run`, 1 for a first claim); a store without steps leaves both out.
+ */
+export type ClaimResult =
+  | { claimed: true; claimToken: string; run?: number; steps?: readonly RecordedStep[] }
+  | { claimed: false; existing: IdempotencyRecord };
+
+/** A recovery point to record: only while `claimToken` owns the PENDING record (`IdempotencyContext.step`). */
+export interface RecordStepInput extends RecordLocation {
+  claimToken: string;
+  step: Omit<RecordedStep, 'bytes' | 'recordedAt'>;
+}
 
 export interface CompleteInput extends RecordLocation {
   claimToken: string;
@@ -35,6 +47,8 @@ export interface CompleteInput extends RecordLocation {
    * all or none. Only given when `supportsCommitWith()` is true. A retry passes the same array.
    */
   writes?: readonly CommitWrite[];
+  /** Bytes the record's steps take: a store with an item size limit keeps them room (the response is cut first). */
+  stepBytes?: number;
 }
 
 export interface FailInput extends RecordLocation {
@@ -77,6 +91,9 @@ export type RemoveResult = { removed: true } | { removed: false; current?: Idemp
 export type TransitionResult =
   | { ok: true; expiresAt: number }
   | { ok: false; reason: 'already_completed' | 'already_failed' | 'lease_lost'; current?: IdempotencyRecord };
+
+/** A step recorded, or refused like a transition (`lease_lost`: another claim owns the record now). */
+export type RecordStepResult = { ok: true } | (TransitionResult & { ok: false });
 
 /**
  * A completion with writes may also be refused because one of the work's own writes failed its condition
@@ -167,6 +184,16 @@ export abstract class IdempotencyRepository {
 
   /** Extends a PENDING record's lease (the owner's heartbeat), only while `claimToken` still owns it. */
   abstract renew(input: RenewInput): Promise<TransitionResult>;
+
+  /**
+   * Records a step's result on the PENDING record `claimToken` owns, in one conditional write: `lease_lost` when
+   * another claim owns the record now. A claim that resumes the same request later returns it (`ClaimResult.steps`);
+   * a claim of a different request, or of an expired completed record, starts without steps. Stores that cannot
+   * record steps say so (`IdempotencyContext.step` then fails with this error).
+   */
+  async recordStep(_input: RecordStepInput): Promise<RecordStepResult> {
+    throw new Error(`${this.constructor.name} cannot record steps (IdempotencyContext.step)`);
+  }
 
   /** A strongly consistent read of the record, or undefined if there is none. */
   abstract get(input: GetInput): Promise<IdempotencyRecord | undefined>;

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { IdempotencyRecord, IdempotencyStatus, isClaimable, StoredResponse } from './idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
+import { readRecord, readSteps, StoredRecord, storedRecord } from './in-memory-records';
 import {
   ClaimInput,
   ClaimResult,
@@ -12,6 +13,8 @@ import {
   IdempotencyRepository,
   PutCompletedInput,
   PutCompletedResult,
+  RecordStepInput,
+  RecordStepResult,
   refusal,
   RemoveInput,
   RemoveResult,
@@ -92,9 +95,31 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = nextClaimToken();
-    const record = storedRecord(key, partition, 'PENDING', now + leaseSeconds, claimToken, fingerprint, now);
+    const record: StoredRecord = storedRecord(
+      key,
+      partition,
+      'PENDING',
+      now + leaseSeconds,
+      claimToken,
+      fingerprint,
+      now,
+    );
+    // The same request left unfinished is resumed with its steps; anything else starts without.
+    const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;
+    record.runs = (resumed?.runs ?? 0) + 1;
+    record.steps = new Map(resumed?.steps);
     this.write(record, existing, now);
-    return { claimed: true, claimToken };
+    return { claimed: true, claimToken, run: record.runs, steps: readSteps(record.steps) };
+  }
+
+  override async recordStep({ key, claimToken, step }: RecordStepInput): Promise<RecordStepResult> {
+    const record = this.records.get(key);
+    if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {
+      return refusal(claimToken, record && readRecord(record));
+    }
+    const recorded = { ...step, recordedAt: this.clock.nowSeconds() };
+    (record.steps ??= new Map()).set(step.name, JSON.stringify(recorded));
+    return { ok: true };
   }
 
   async complete({ key, claimToken, response, ttlSeconds, writes }: CompleteInput): Promise<CompleteResult> {
@@ -150,7 +175,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   async *scan({ pageSize, partition }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
     const records = [...this.records.values()]
       .filter((record) => partition === undefined || record.partition === partition)
-      .map(({ response: _response, ...record }): IdempotencyRecord => record);
+      .map((record) => readRecord(record, true));
     for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
   }
 
@@ -244,50 +269,3 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
 
 /** Entries no longer kept that the finished list may hold before it is cut down. */
 export const COMPACT_AFTER = 1024;
-
-/**
- * A record as kept: its response as JSON text. `dropped` once it is no longer its key's record (claimed again over
- * it, or removed): its write-order entry is then skipped without a lookup.
- */
-type StoredRecord = Omit<IdempotencyRecord, 'response'> & { response?: string; dropped?: true };
-
-/** What a kept record and a record handed out have in common. */
-type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes'>;
-
-/**
- * A record written out field by field, the optional ones set only when present: in V8, adding fields to an object made
- * by a spread (`{ ...record, status }`) is a slow path, about 2 µs each time, more than the rest of a write.
- */
-function storedRecord(
-  key: string,
-  partition: string | undefined,
-  status: IdempotencyStatus,
-  expiresAt: number,
-  claimToken: string,
-  fingerprint: string,
-  pendingSince: number,
-): RecordFields {
-  const record: RecordFields = { key, status, expiresAt, claimToken, fingerprint, pendingSince };
-  if (partition !== undefined) record.partition = partition;
-  return record;
-}
-
-/** A copy of a kept record, its response parsed (the other fields are primitives). */
-function readRecord(stored: StoredRecord): IdempotencyRecord {
-  const { key, partition, status, expiresAt, claimToken, fingerprint, pendingSince, completedAt, response } = stored;
-  const record: IdempotencyRecord = storedRecord(
-    key,
-    partition,
-    status,
-    expiresAt,
-    claimToken,
-    fingerprint,
-    pendingSince,
-  );
-  if (completedAt !== undefined) record.completedAt = completedAt;
-  if (response !== undefined) {
-    record.response = JSON.parse(response) as StoredResponse;
-    record.responseBytes = Buffer.byteLength(response);
-  }
-  return record;
-}

@@ -6,6 +6,7 @@ import { claimCases } from './contract-claims';
 import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
 import { optimisticCases } from './contract-optimistic';
+import { stepCases } from './contract-steps';
 import { ManualClock } from './manual-clock';
 
 export type { TestFunctions } from './contract-context';
@@ -32,12 +33,15 @@ export interface ContractOptions extends Partial<TestFunctions> {
   partitions?: boolean;
   /** The store removes records (`remove`, the admin's release and purge). Default true. */
   removes?: boolean;
+  /** The store records steps (`recordStep`, `IdempotencyContext.step`). Default true. */
+  steps?: boolean;
 }
 
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
  * claims, complete, fail and renew fenced by the claim token, optimistic mode's one-write put, expired leases taken over, retention, round-tripped
- * responses, the scan in pages, the retried claim whose first attempt landed, and an operator's removal of one record. The module's own DynamoDB and in-memory repositories
+ * responses, the scan in pages, the retried claim whose first attempt landed, an operator's removal of one record, and the
+ * steps (recovery points) a resumed claim hands back. The module's own DynamoDB and in-memory repositories
  * pass it.
  *
  * @example
@@ -53,7 +57,7 @@ export function describeRepositoryContract(
 ): void {
   const globals = globalThis as unknown as TestFunctions;
   const { describe = globals.describe, it = globals.it, beforeEach = globals.beforeEach } = options;
-  const { networked = false, partitions = true, removes = true } = options;
+  const { networked = false, partitions = true, removes = true, steps = true } = options;
   describe(`${name} repository contract`, () => {
     let subject: { repository: IdempotencyRepository; clock: ManualClock; loseNextClaimAnswer?: () => void };
     let keys = 0;
@@ -101,5 +105,6 @@ export function describeRepositoryContract(
     leaseCases(context);
     optimisticCases(context);
     if (removes) adminCases(context, { partitions });
+    if (steps) stepCases(context);
   });
 }

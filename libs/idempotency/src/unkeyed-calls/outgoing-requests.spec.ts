@@ -1,6 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { runInClaim, RunningClaim } from '../protocol/idempotency-context';
+import { UnrecordedSteps } from '../protocol/step-journal';
 import { observeOutgoingRequests, observingOutgoingRequests } from './outgoing-requests';
 import { UnkeyedCall, UnkeyedCallError, UnkeyedCallWatch } from './unkeyed-call-watch';
 
@@ -22,7 +23,14 @@ class SeenWatch extends UnkeyedCallWatch {
 }
 
 function inClaim(watch: UnkeyedCallWatch, fn: () => void): void {
-  const claim: RunningClaim = { recordKey: 'r', claimToken: 't', canCommitWith: false, writes: [], open: true };
+  const claim: RunningClaim = {
+    recordKey: 'r',
+    claimToken: 't',
+    canCommitWith: false,
+    writes: [],
+    open: true,
+    steps: new UnrecordedSteps('r'),
+  };
   claim.watch = watch;
   claim.route = () => 'POST /orders';
   runInClaim(claim, fn, true);

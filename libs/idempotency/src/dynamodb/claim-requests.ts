@@ -1,0 +1,111 @@
+import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
+import { RecordLocation, RecordStepInput } from '../repository/idempotency.repository';
+import { attributeValues, MapValue, names, stepItem } from './item-mapping';
+import { CLAIMABLE, OWNED_BY_CLAIM } from './record-requests';
+import { TableLayout } from './table-layout';
+
+/**
+ * The claim and the recovery points (steps), as DynamoDB receives them. A claim is an `UpdateItem`, so that a claim
+ * that resumes a request keeps the steps it recorded and learns them from the old item (`ReturnValues: ALL_OLD`)
+ * without a read. It comes in two forms:
+ *
+ * - resume (the claim every request sends first): wins a new key, or the same request's FAILED attempt or expired
+ *   lease; keeps `steps` and counts the run in `runs`.
+ * - restart (sent only after the resume form lost to a claimable record of another request, or to an expired
+ *   completed one): wins only the record as it was read (its claim token), and drops its steps.
+ */
+
+/** The same request (fingerprint) left unfinished: a FAILED attempt, or a lease past its end by the skew margin. */
+const RESUMABLE =
+  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+const CLAIM =
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now';
+const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed ADD #runs :one`;
+const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed`;
+const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;
+const RECORD_STEP = 'SET #steps.#step = :step';
+
+export interface ClaimRequest extends RecordLocation {
+  claimToken: string;
+  fingerprint: string;
+  nowSeconds: number;
+  leaseSeconds: number;
+  clockSkewSeconds: number;
+}
+
+const NO_STEPS = new MapValue({});
+
+/** Claim (1), resume form: the old item comes back on a win (its steps) and on a loss (the record to answer from). */
+export function resumeClaimRequest(
+  tableName: string,
+  layout: TableLayout,
+  claim: ClaimRequest,
+): UpdateItemCommandInput {
+  return claimUpdate(tableName, layout, claim, undefined);
+}
+
+/** Claim (1), restart form: the record read (`readToken`) is taken over from scratch, without its steps. */
+export function restartClaimRequest(
+  tableName: string,
+  layout: TableLayout,
+  claim: ClaimRequest,
+  readToken: string,
+): UpdateItemCommandInput {
+  return claimUpdate(tableName, layout, claim, readToken);
+}
+
+/** Either form, built whole (it is sent for every new key: no member is added afterwards). */
+function claimUpdate(
+  tableName: string,
+  layout: TableLayout,
+  claim: ClaimRequest,
+  readToken: string | undefined,
+): UpdateItemCommandInput {
+  const { key, partition, claimToken, fingerprint, nowSeconds, leaseSeconds, clockSkewSeconds } = claim;
+  const update = readToken === undefined ? RESUME : RESTART;
+  const condition = readToken === undefined ? RESUMABLE : RESTARTABLE;
+  const values = attributeValues({
+    ':pending': 'PENDING',
+    ':failed': 'FAILED',
+    ':expiresAt': nowSeconds + leaseSeconds,
+    ':token': claimToken,
+    ':fingerprint': fingerprint,
+    ':now': nowSeconds,
+    ':leaseCutoff': nowSeconds - clockSkewSeconds,
+    ':noSteps': NO_STEPS,
+    ':one': 1,
+  });
+  if (readToken !== undefined) values[':readToken'] = { S: readToken }; // the rare path only
+  return {
+    TableName: tableName,
+    Key: layout.itemKey(key, partition),
+    UpdateExpression: update,
+    ConditionExpression: condition,
+    ExpressionAttributeNames: names(layout, update, condition),
+    ExpressionAttributeValues: values,
+    ReturnValues: readToken === undefined ? 'ALL_OLD' : 'NONE',
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}
+
+/** A step's result, recorded on the PENDING record only while this claim owns it; the record comes back otherwise. */
+export function recordStepRequest(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition, claimToken, step }: RecordStepInput,
+  nowSeconds: number,
+): UpdateItemCommandInput {
+  return {
+    TableName: tableName,
+    Key: layout.itemKey(key, partition),
+    UpdateExpression: RECORD_STEP,
+    ConditionExpression: OWNED_BY_CLAIM,
+    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': step.name },
+    ExpressionAttributeValues: attributeValues({
+      ':step': stepItem({ ...step, recordedAt: nowSeconds }),
+      ':pending': 'PENDING',
+      ':token': claimToken,
+    }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}

@@ -1,0 +1,200 @@
+import { randomBytes } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { IdempotencyClock } from '../idempotency.clock';
+import { MAX_STEP_NAME_LENGTH, MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
+import { derivedKeyOf } from '../keys/derived-key';
+import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
+import { ResponseSealer } from '../response/response-sealing';
+import { encodedByteLength, encodeStoredResponse, replayedBody } from '../response/stored-response.codec';
+import { encodeTyped } from '../response/typed-value';
+import { retryThroughStoreFaults } from './outcome-recorder';
+import { ProtectedCall, retryAfterSeconds } from './protected-call';
+
+/** What a step's function is given: the key for its downstream call, and how many times it has been started. */
+export interface StepInfo {
+  /** `deriveKey(name)`: the same for this request and step name in every run, process and owner. */
+  key: string;
+  /** 1 the first time; more after a run stopped inside it (or, at most, since the last step was recorded). */
+  attempt: number;
+}
+
+export type StepFunction<T> = (step: StepInfo) => T | Promise<T>;
+
+/** How a call runs its steps: recorded on its record (`StepJournal`), or not at all (`UnrecordedSteps`). */
+export interface StepRunner {
+  step<T>(name: string, fn: StepFunction<T>): Promise<T>;
+}
+
+/** The lease a step checks before it starts: its end by this process's clock, and whether a write was refused. */
+export interface HeldLease {
+  leaseEndsAt: number;
+  leaseLost: boolean;
+}
+
+/** Where a journal records and what it reads of the module. */
+export interface StepJournalDependencies {
+  repository: IdempotencyRepository;
+  clock: IdempotencyClock;
+  telemetry: IdempotencyTelemetry;
+  sealer?: ResponseSealer;
+}
+
+/** The claim a journal records under: its token, the run it is (1 for the first), and the steps recorded before. */
+export interface StepClaim {
+  claimToken: string;
+  run: number;
+  steps: readonly RecordedStep[];
+}
+
+/**
+ * The recovery points of one owned run (`IdempotencyContext.step`). A step recorded by an earlier run of the same
+ * request is answered from its record without running; any other step runs once its caller is known to hold the lease,
+ * and its result is recorded (one conditional write, guarded by the claim token) before it is handed back.
+ */
+export class StepJournal implements StepRunner {
+  private readonly recorded = new Map<string, RecordedStep>();
+  private readonly names = new Set<string>();
+  /** The run that recorded the latest step (1 if none): a step not recorded may have been started by every run since. */
+  private base = 1;
+
+  constructor(
+    private readonly deps: StepJournalDependencies,
+    private readonly call: ProtectedCall,
+    private readonly claim: StepClaim,
+    private readonly lease: HeldLease,
+  ) {
+    for (const step of claim.steps) {
+      this.recorded.set(step.name, step);
+      this.base = Math.max(this.base, step.run);
+      call.stepBytes = (call.stepBytes ?? 0) + (step.bytes ?? 0);
+    }
+  }
+
+  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
+    uniqueName(this.names, name);
+    const { telemetry } = this.deps;
+    const recorded = this.recorded.get(name);
+    if (recorded) {
+      telemetry.step('resumed');
+      return this.opened(recorded) as T;
+    }
+    if (this.leaseGone()) throw this.lost('a step does not start once its caller may have lost the lease');
+    const { recordKey } = this.call;
+    const attempt = this.claim.run - this.base + 1;
+    const value = await telemetry.stepSpan(recordKey, name, attempt, async () =>
+      fn({ key: derivedKeyOf(recordKey, name), attempt }),
+    );
+    await this.record(name, attempt, value);
+    return value;
+  }
+
+  private async record(name: string, attempt: number, value: unknown): Promise<void> {
+    const { repository, telemetry, sealer } = this.deps;
+    const { recordKey: key, partition } = this.call;
+    const { claimToken, run } = this.claim;
+    const encoded: StoredResponse = {
+      statusCode: 200,
+      headers: {},
+      body: encodeTyped(value, `the result of step(${JSON.stringify(name)})`),
+      bodyEncoding: 'typed',
+    };
+    const result = sealer ? sealer.seal(stepAad(key, name), encoded) : encoded;
+    const bytes = encodedByteLength(encodeStoredResponse(result));
+    limitSize(name, bytes, this.call.stepBytes ?? 0);
+    const written = await retryThroughStoreFaults(() =>
+      repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
+    );
+    if (!written.ok && written.reason === 'lease_lost') {
+      this.lease.leaseLost = true;
+      throw this.lost('its result was not recorded: another caller holds the key now', written.current);
+    }
+    if (!written.ok) throw new Error(`IdempotencyContext.step(${JSON.stringify(name)}): the call has already ended.`);
+    this.base = run;
+    this.call.stepBytes = (this.call.stepBytes ?? 0) + bytes;
+    telemetry.step('run');
+  }
+
+  /** The recorded result, of the types it had (opened first with `encryption`). */
+  private opened(step: RecordedStep): unknown {
+    const { sealer } = this.deps;
+    return replayedBody(sealer ? sealer.open(stepAad(this.call.recordKey, step.name), step.result) : step.result);
+  }
+
+  /** Whether this caller may have lost the lease: a write was refused, or its end (less the skew margin) has passed. */
+  private leaseGone(): boolean {
+    const { leaseEndsAt, leaseLost } = this.lease;
+    return leaseLost || this.deps.clock.nowSeconds() >= leaseEndsAt - this.call.clockSkewSeconds;
+  }
+
+  private lost(why: string, current?: IdempotencyRecord): IdempotencyLeaseLostError {
+    this.deps.telemetry.step('lease_lost');
+    new Logger('Idempotency').warn({ msg: `step refused: ${why}`, key: this.call.recordKey });
+    const now = this.deps.clock.nowSeconds();
+    const retryAfter = current === undefined ? 1 : retryAfterSeconds(this.call, current, now);
+    return new IdempotencyLeaseLostError(retryAfter);
+  }
+}
+
+/**
+ * Steps where nothing can be recorded: optimistic mode (no claim; warned once per route) and calls without a key. The
+ * function runs every time, with the key it would have had (a random one without a record key).
+ */
+export class UnrecordedSteps implements StepRunner {
+  private static readonly warned = new Set<string>();
+  private readonly names = new Set<string>();
+
+  constructor(
+    private readonly recordKey?: string,
+    private readonly route?: () => string,
+  ) {}
+
+  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
+    uniqueName(this.names, name);
+    const route = this.route?.();
+    if (route !== undefined && !UnrecordedSteps.warned.has(route)) {
+      UnrecordedSteps.warned.add(route);
+      new Logger('Idempotency').warn({
+        msg: "steps are not recorded in mode 'optimistic' (there is no claim to record them on): each step runs on every attempt",
+        route,
+      });
+    }
+    const key = this.recordKey === undefined ? randomBytes(32).toString('hex') : derivedKeyOf(this.recordKey, name);
+    return fn({ key, attempt: 1 });
+  }
+}
+
+/** A step's name, checked and taken for this run: once per run. */
+function uniqueName(names: Set<string>, name: string): void {
+  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
+    throw new TypeError(`IdempotencyContext.step needs a name of 1 to ${MAX_STEP_NAME_LENGTH} characters.`);
+  }
+  if (names.has(name)) {
+    throw new Error(
+      `IdempotencyContext.step(${JSON.stringify(name)}): a step of that name already ran in this call; step names are unique within a call.`,
+    );
+  }
+  names.add(name);
+}
+
+/** A step's result over its limit, or over what the request's steps may take together, is refused. */
+function limitSize(name: string, bytes: number, recordedBytes: number): void {
+  const step = `IdempotencyContext.step(${JSON.stringify(name)})`;
+  if (bytes > MAX_STEP_RESULT_BYTES) {
+    throw new RangeError(
+      `${step}: its result takes ${bytes} bytes stored, over the limit of ${MAX_STEP_RESULT_BYTES}.`,
+    );
+  }
+  if (recordedBytes + bytes > MAX_STEPS_BYTES) {
+    throw new RangeError(
+      `${step}: with it, this request's steps would take ${recordedBytes + bytes} bytes stored, over the limit of ${MAX_STEPS_BYTES} for all of them.`,
+    );
+  }
+}
+
+/** What a sealed step result is bound to: its record and its name (one cannot be copied in place of another). */
+function stepAad(recordKey: string, name: string): string {
+  return `${recordKey}\0step\0${name}`;
+}
