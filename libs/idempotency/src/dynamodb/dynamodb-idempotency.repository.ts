@@ -42,6 +42,7 @@ import { listedRecords, recordFromItem, responseAttribute } from './item-mapping
 import {
   completion,
   FAILURE,
+  FAILURE_FORGETTING_RUN,
   getRequest,
   guarded,
   queryRequest,
@@ -125,7 +126,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         const { Attributes } = await this.calls.send('claim', new UpdateItemCommand(command));
         const resumed = Attributes && recordFromItem(this.layout, Attributes);
         if (!resumed) return { claimed: true, claimToken, run: 1, steps: [] };
-        return { claimed: true, claimToken, run: (resumed.runs ?? 0) + 1, steps: resumed.steps ?? [] };
+        return { claimed: true, claimToken, run: Math.max(1, (resumed.runs ?? 0) + 1), steps: resumed.steps ?? [] };
       } catch (error) {
         // Another Region wrote the item at the same moment (multi-Region strong consistency): contention, like a
         // lost race whose winner is not known yet. Claimed again, then reported in flight, never a duplicate.
@@ -177,8 +178,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return putCompletedRecord(this.completedPuts, input);
   }
 
-  async fail({ key, partition, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
-    return this.transition('fail', { key, partition }, claimToken, this.clock.nowSeconds() + ttlSeconds, FAILURE);
+  async fail({ key, partition, claimToken, ttlSeconds, forgetRun }: FailInput): Promise<TransitionResult> {
+    const failure = forgetRun ? FAILURE_FORGETTING_RUN : FAILURE;
+    return this.transition('fail', { key, partition }, claimToken, this.clock.nowSeconds() + ttlSeconds, failure);
   }
 
   async renew({ key, partition, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {

@@ -98,6 +98,12 @@ export const FAILURE: Transition = {
   ExpressionAttributeValues: { ':failed': 'FAILED' },
 };
 
+/** Fail (4) of a run that started no step it did not record: it is taken off the run count (see `FailInput`). */
+export const FAILURE_FORGETTING_RUN: Transition = {
+  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt ADD #runs :minusOne',
+  ExpressionAttributeValues: { ':failed': 'FAILED', ':minusOne': -1 },
+};
+
 /** Renew (4b): the lease moves on. */
 export const RENEWAL: Transition = { UpdateExpression: 'SET #expires = :expiresAt', ExpressionAttributeValues: {} };
 

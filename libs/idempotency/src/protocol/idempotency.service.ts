@@ -117,7 +117,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       waitMs: policy.waitMs,
       clockSkewSeconds: policy.clockSkewSeconds,
       mode: policy.mode,
-      stepBytes: 0,
+      steps: undefined,
     };
     const deadline = invocationDeadlineSeconds();
     if (deadline !== undefined) call.deadline = deadline;

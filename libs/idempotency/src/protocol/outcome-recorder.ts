@@ -152,7 +152,7 @@ export class OutcomeRecorder {
             response: sealed,
             ttlSeconds: call.ttlSeconds,
             writes,
-            stepBytes: call.stepBytes,
+            stepBytes: call.steps?.bytes,
           }),
         ),
       writeOutcome,
@@ -199,6 +199,8 @@ export class OutcomeRecorder {
           partition: call.partition,
           claimToken,
           ttlSeconds: this.failedTtlSeconds,
+          // Every step this run started was recorded: the next run's steps were not started by this one.
+          forgetRun: call.steps?.unfinished === 0,
         }),
       );
       if (!result.ok && result.reason !== 'already_failed') {

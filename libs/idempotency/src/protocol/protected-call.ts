@@ -35,8 +35,18 @@ export interface ProtectedCall extends CallPolicy {
   deadline?: number;
   /** Where the call came from and when, for its outcome event: set only while someone listens (`OutcomeEvents`). */
   report?: CallReport;
-  /** Bytes its record's steps take (`IdempotencyContext.step`): its response is stored in what the item has left. */
-  stepBytes?: number;
+  /** Its steps as its owner runs them (`StepJournal`): set once the key is claimed. */
+  steps?: StepLedger;
+}
+
+/**
+ * What the outcome's writes need to know of a run's steps: the bytes the record's steps take (its response is stored
+ * in what the item has left), and how many steps this run started and did not record (none: a release tells the store
+ * that this run counts for no step's `attempt`).
+ */
+export interface StepLedger {
+  bytes: number;
+  unfinished: number;
 }
 
 /** The lease to write now: the call's own, cut at the invocation's deadline (0 once it has passed). */

@@ -11,7 +11,7 @@ import { ResponseSealer } from '../response/response-sealing';
 import { encodedByteLength, encodeStoredResponse, replayedBody } from '../response/stored-response.codec';
 import { encodeTyped } from '../response/typed-value';
 import { retryThroughStoreFaults } from './outcome-recorder';
-import { ProtectedCall, retryAfterSeconds } from './protected-call';
+import { ProtectedCall, retryAfterSeconds, StepLedger } from './protected-call';
 
 /** What a step's function is given: the key for its downstream call, and how many times it has been started. */
 export interface StepInfo {
@@ -59,6 +59,7 @@ export class StepJournal implements StepRunner {
   private readonly names = new Set<string>();
   /** The run that recorded the latest step (1 if none): a step not recorded may have been started by every run since. */
   private base = 1;
+  private readonly ledger: StepLedger = { bytes: 0, unfinished: 0 };
 
   constructor(
     private readonly deps: StepJournalDependencies,
@@ -69,8 +70,9 @@ export class StepJournal implements StepRunner {
     for (const step of claim.steps) {
       this.recorded.set(step.name, step);
       this.base = Math.max(this.base, step.run);
-      call.stepBytes = (call.stepBytes ?? 0) + (step.bytes ?? 0);
+      this.ledger.bytes += step.bytes ?? 0;
     }
+    call.steps = this.ledger;
   }
 
   async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
@@ -84,10 +86,12 @@ export class StepJournal implements StepRunner {
     if (this.leaseGone()) throw this.lost('a step does not start once its caller may have lost the lease');
     const { recordKey } = this.call;
     const attempt = this.claim.run - this.base + 1;
+    this.ledger.unfinished++;
     const value = await telemetry.stepSpan(recordKey, name, attempt, async () =>
       fn({ key: derivedKeyOf(recordKey, name), attempt }),
     );
     await this.record(name, attempt, value);
+    this.ledger.unfinished--;
     return value;
   }
 
@@ -103,7 +107,7 @@ export class StepJournal implements StepRunner {
     };
     const result = sealer ? sealer.seal(stepAad(key, name), encoded) : encoded;
     const bytes = encodedByteLength(encodeStoredResponse(result));
-    limitSize(name, bytes, this.call.stepBytes ?? 0);
+    limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
       repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
     );
@@ -113,7 +117,7 @@ export class StepJournal implements StepRunner {
     }
     if (!written.ok) throw new Error(`IdempotencyContext.step(${JSON.stringify(name)}): the call has already ended.`);
     this.base = run;
-    this.call.stepBytes = (this.call.stepBytes ?? 0) + bytes;
+    this.ledger.bytes += bytes;
     telemetry.step('run');
   }
 

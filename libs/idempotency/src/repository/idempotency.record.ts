@@ -76,7 +76,10 @@ export interface IdempotencyRecord {
   responseBytes?: number;
   /** The recovery points recorded for this request (`IdempotencyContext.step`), when the record was read whole. */
   steps?: RecordedStep[];
-  /** How many claims this request's record has had (1 for the first run; a resume adds one), when known. */
+  /**
+   * The runs of this request that may have started a step they did not record, when known: each claim adds one, and a
+   * run released after recording every step it started takes itself off (a step's `attempt` counts these runs).
+   */
   runs?: number;
 }
 

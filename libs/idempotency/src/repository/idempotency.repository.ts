@@ -54,6 +54,11 @@ export interface CompleteInput extends RecordLocation {
 export interface FailInput extends RecordLocation {
   claimToken: string;
   ttlSeconds: number;
+  /**
+   * This run started no step it did not record: it is taken off the record's run count (`IdempotencyRecord.runs`), so
+   * a step's `attempt` counts only runs that may have started it.
+   */
+  forgetRun?: boolean;
 }
 
 export interface RenewInput extends RecordLocation {

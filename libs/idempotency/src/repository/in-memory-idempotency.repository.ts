@@ -106,7 +106,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     );
     // The same request left unfinished is resumed with its steps; anything else starts without.
     const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;
-    record.runs = (resumed?.runs ?? 0) + 1;
+    record.runs = Math.max(1, (resumed?.runs ?? 0) + 1);
     record.steps = new Map(resumed?.steps);
     this.write(record, existing, now);
     return { claimed: true, claimToken, run: record.runs, steps: readSteps(record.steps) };
@@ -157,9 +157,12 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return true;
   }
 
-  async fail({ key, claimToken, ttlSeconds }: FailInput): Promise<TransitionResult> {
+  async fail({ key, claimToken, ttlSeconds, forgetRun }: FailInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
-    return this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now);
+    const result = this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now);
+    const record = this.records.get(key);
+    if (result.ok && forgetRun && record?.runs !== undefined) record.runs--;
+    return result;
   }
 
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {

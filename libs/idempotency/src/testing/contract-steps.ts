@@ -70,6 +70,17 @@ export function stepCases(c: ContractContext): void {
     sameData(names((await c.repository.get(at))?.steps), ['charge', 'debit']);
   });
 
+  it('takes a run released with forgetRun off the run count: the next claim has its number again', async () => {
+    const at = newKey();
+    const first = won(await claimWith(at));
+    await record(at, first.claimToken, 'debit');
+    await c.repository.fail({ ...at, claimToken: first.claimToken, ttlSeconds: 300, forgetRun: true });
+    const second = won(await claimWith(at));
+    strictEqual(second.run, 1, 'the first run started no step it did not record');
+    await c.repository.fail({ ...at, claimToken: second.claimToken, ttlSeconds: 300 });
+    strictEqual(won(await claimWith(at)).run, 2, 'a run released without forgetRun counts');
+  });
+
   it('never hands one request the steps of another: a different fingerprint starts at run 1 without steps', async () => {
     const at = newKey();
     const first = won(await claimWith(at));
