@@ -4,7 +4,8 @@ import { TerminusModule } from '@nestjs/terminus';
 import { IdempotencyModule, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { BenchController, ContextUser } from './bench/bench.controller';
 import { CheckoutController, PaymentsLink } from './checkout/checkout.controller';
-import { PaymentProviderController } from './checkout/payment-provider.controller';
+import { PaymentProviderController, ReceiptController } from './checkout/payment-provider.controller';
+import { PurchaseController } from './checkout/purchase.controller';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from './config';
 import { HealthController } from './health/health.controller';
 import { MetricsController } from './metrics/metrics.controller';
@@ -59,7 +60,9 @@ export class AppModule {
         : [
             OrdersController,
             CheckoutController,
+            PurchaseController,
             PaymentProviderController,
+            ReceiptController,
             HealthController,
             MetricsController,
             PaymentsConsumer,

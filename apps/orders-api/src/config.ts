@@ -26,6 +26,11 @@ export interface OrdersApiConfig {
   paymentsUrl?: string;
   /** A simulated slow step inside POST /checkouts, after the charge (CHECKOUT_DELAY_MS). */
   checkoutDelayMs: number;
+  /**
+   * A pause inside POST /purchases (PURCHASE_PAUSE, `after-charge:5000` or `in-receipt:5000`): the window a crash or a
+   * freeze falls in, between its two steps or inside the second after its call.
+   */
+  purchasePause?: { at: 'after-charge' | 'in-receipt'; ms: number };
   /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60, on Lambda 0); 0: never. */
   reconcileIntervalSeconds?: number;
   /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
@@ -68,6 +73,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     orderProcessingDelayMs: integer(env, 'ORDER_PROCESSING_DELAY_MS', 0) ?? 0,
     paymentsUrl: env.PAYMENTS_URL || undefined,
     checkoutDelayMs: integer(env, 'CHECKOUT_DELAY_MS', 0) ?? 0,
+    purchasePause: pauseFromEnv(env.PURCHASE_PAUSE),
     // On AWS Lambda the reconciler is a scheduled job: the function is frozen between invocations.
     reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? (onLambda(env) ? 0 : 60)) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
@@ -111,4 +117,12 @@ function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, values: r
   if (raw === undefined || raw === '') return values[0];
   if (!values.includes(raw as T)) throw new Error(`${name} must be one of ${values.join(', ')}, got "${raw}"`);
   return raw as T;
+}
+
+function pauseFromEnv(value: string | undefined): OrdersApiConfig['purchasePause'] {
+  if (!value) return undefined;
+  const match = /^(after-charge|in-receipt):(\d+)$/.exec(value);
+  if (!match)
+    throw new Error(`PURCHASE_PAUSE must be after-charge:<ms> or in-receipt:<ms>, got ${JSON.stringify(value)}`);
+  return { at: match[1] as 'after-charge' | 'in-receipt', ms: Number(match[2]) };
 }

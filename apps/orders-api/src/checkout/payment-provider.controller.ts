@@ -10,6 +10,12 @@ export interface Charge {
   chargedAt: string;
 }
 
+export interface Receipt {
+  receiptId: string;
+  chargeId: string;
+  key: string;
+}
+
 /**
  * A payment provider, as a second service would be: `POST /payments/charges` is idempotent by its own
  * `Idempotency-Key`, so a caller that sends the same key twice is charged once and gets the first charge back.
@@ -33,5 +39,30 @@ export class PaymentProviderController {
   @Get()
   list(): Charge[] {
     return this.charges;
+  }
+}
+
+/**
+ * The provider's receipts (`POST /payments/receipts`, idempotent by `Idempotency-Key`): the second step of a purchase.
+ * `GET /payments/receipts` lists the receipts this process sent.
+ */
+@Controller('payments/receipts')
+export class ReceiptController {
+  private readonly receipts: Receipt[] = [];
+
+  @Post()
+  @Idempotent()
+  send(@Body() body: { chargeId?: unknown } | undefined, @Headers('idempotency-key') key: string): Receipt {
+    const chargeId = body?.chargeId;
+    if (typeof chargeId !== 'string' || chargeId.length === 0)
+      throw new BadRequestException('chargeId must be a non-empty string');
+    const receipt = { receiptId: randomUUID(), chargeId, key };
+    this.receipts.push(receipt);
+    return receipt;
+  }
+
+  @Get()
+  list(): Receipt[] {
+    return this.receipts;
   }
 }

@@ -1,9 +1,9 @@
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
-import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
-import { ResponseSealer } from '../response/response-sealing';
+import { ResponseSealer, stepSealKey } from '../response/response-sealing';
 
 /**
  * Which record an operator means: the operation and the client's key as the module derives its record key (a route as
@@ -36,6 +36,19 @@ export interface RecordReport extends RecordLocation {
   sealed: boolean;
   /** Only with `showBody`, and only what the configured encryption keys can open. */
   body?: unknown;
+  /** The recovery points recorded for the request (`IdempotencyContext.step`), in the order they were recorded. */
+  steps?: StepReport[];
+}
+
+/** One recorded step: its result only with `showBody` (in the typed encoding, opened when sealed). */
+export interface StepReport {
+  name: string;
+  recordedAt: string;
+  /** The `attempt` its function ran as when it was recorded. */
+  attempt: number;
+  /** Its size as stored, in bytes. */
+  bytes?: number;
+  result?: unknown;
 }
 
 /** What an operator's release or purge did, and what the record was. */
@@ -240,6 +253,14 @@ export class IdempotencyAdmin {
       sealed: response?.sealed !== undefined,
     };
     if (showBody && response) report.body = this.opened(record.key, response);
+    if (record.steps?.length) report.steps = record.steps.map((step) => this.stepReport(record.key, step, showBody));
+    return report;
+  }
+
+  private stepReport(key: string, step: RecordedStep, showBody: boolean): StepReport {
+    const { name, recordedAt, attempt, bytes } = step;
+    const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, bytes };
+    if (showBody) report.result = this.opened(stepSealKey(key, name), step.result);
     return report;
   }
 

@@ -235,5 +235,10 @@ function reportLines(report: RecordReport): string[] {
       ? []
       : [`stored size: ${report.storedBytes} bytes`, `sealed: ${report.sealed ? 'yes (encryption)' : 'no'}`]),
     ...(report.body === undefined ? [] : [`body: ${JSON.stringify(report.body)}`]),
+    ...(report.steps ?? []).map(
+      ({ name, recordedAt, attempt, bytes, result }) =>
+        `step ${JSON.stringify(name)}: recorded at ${recordedAt}, attempt ${attempt}, ${bytes ?? '?'} bytes` +
+        (result === undefined ? '' : `, result: ${JSON.stringify(result)}`),
+    ),
   ];
 }

@@ -7,7 +7,7 @@ import { derivedKeyOf } from '../keys/derived-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
-import { ResponseSealer } from '../response/response-sealing';
+import { ResponseSealer, stepSealKey } from '../response/response-sealing';
 import { encodedByteLength, encodeStoredResponse, replayedBody } from '../response/stored-response.codec';
 import { encodeTyped } from '../response/typed-value';
 import { retryThroughStoreFaults } from './outcome-recorder';
@@ -105,7 +105,7 @@ export class StepJournal implements StepRunner {
       body: encodeTyped(value, `the result of step(${JSON.stringify(name)})`),
       bodyEncoding: 'typed',
     };
-    const result = sealer ? sealer.seal(stepAad(key, name), encoded) : encoded;
+    const result = sealer ? sealer.seal(stepSealKey(key, name), encoded) : encoded;
     const bytes = encodedByteLength(encodeStoredResponse(result));
     limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
@@ -124,7 +124,7 @@ export class StepJournal implements StepRunner {
   /** The recorded result, of the types it had (opened first with `encryption`). */
   private opened(step: RecordedStep): unknown {
     const { sealer } = this.deps;
-    return replayedBody(sealer ? sealer.open(stepAad(this.call.recordKey, step.name), step.result) : step.result);
+    return replayedBody(sealer ? sealer.open(stepSealKey(this.call.recordKey, step.name), step.result) : step.result);
   }
 
   /** Whether this caller may have lost the lease: a write was refused, or its end (less the skew margin) has passed. */
@@ -196,9 +196,4 @@ function limitSize(name: string, bytes: number, recordedBytes: number): void {
       `${step}: with it, this request's steps would take ${recordedBytes + bytes} bytes stored, over the limit of ${MAX_STEPS_BYTES} for all of them.`,
     );
   }
-}
-
-/** What a sealed step result is bound to: its record and its name (one cannot be copied in place of another). */
-function stepAad(recordKey: string, name: string): string {
-  return `${recordKey}\0step\0${name}`;
 }

@@ -116,6 +116,14 @@ export class ResponseSealer {
   }
 }
 
+/**
+ * What a step's sealed result is bound to, in place of the record key: its record and its name (one step's result
+ * cannot be copied in place of another's).
+ */
+export function stepSealKey(recordKey: string, name: string): string {
+  return `${recordKey}\0step\0${name}`;
+}
+
 /** A key as given (base64 text or bytes); undefined for anything else. */
 function keyBytes(key: unknown): Uint8Array | undefined {
   if (typeof key === 'string') return Buffer.from(key, 'base64');
