@@ -1,8 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
+  IdempotencyAdmin,
   IdempotencyClock,
   IdempotencyContext,
   IdempotencyLeaseLostError,
@@ -12,6 +14,7 @@ import {
   IdempotencyService,
   UnrecordableValueError,
 } from 'nestjs-dynamodb-idempotency';
+import { runCli } from '../../libs/idempotency/src/cli/run-cli';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { countCalls } from '../support/call-counter';
@@ -209,7 +212,7 @@ describe('IdempotencyContext.step through execute()', () => {
     await expect(unrecordable).rejects.toThrow(UnrecordableValueError);
     await expect(unrecordable).rejects.toThrow('the result of step("callback").done is a function');
     const large = service.execute({ operation: 'checkout', key: newKey() }, (context) =>
-      context.step('blob', () => ({ bytes: Buffer.from(require('node:crypto').randomBytes(40_000)) })),
+      context.step('blob', () => ({ bytes: randomBytes(40_000) })),
     );
     await expect(large).rejects.toThrow(/step\("blob"\): its result takes \d+ bytes stored, over the limit of 32768/);
   });
@@ -356,6 +359,67 @@ describe('IdempotencyContext.step through execute()', () => {
     expect(seen).toHaveLength(2);
     expect(seen[0]).toBe(seen[1]);
     expect(seen[0]).toMatch(/^[0-9a-f]{64}:1$/);
+  });
+});
+
+describe('steps for operators', () => {
+  async function cli(args: string[]): Promise<{ code: number; stdout: string }> {
+    const stdout: string[] = [];
+    const code = await runCli(args, { log: (line) => stdout.push(line), error: () => undefined });
+    return { code, stdout: stdout.join('\n') };
+  }
+
+  it('keys:inspect lists the steps (the result only with --show-body); IdempotencyAdmin.inspect returns them', async () => {
+    const tableName = await newTable();
+    const { service, context } = await instance(tableName);
+    const key = newKey();
+    await expect(
+      service.execute({ operation: 'checkout', key }, async (step) => {
+        await step.step('charge', () => ({ chargeId: 'ch_9', at: new Date('2026-12-04T10:00:00.000Z') }));
+        throw new Error('not final');
+      }),
+    ).rejects.toThrow('not final');
+    const report = await context.get(IdempotencyAdmin).inspect({ name: 'fn checkout', key }, { showBody: true });
+    expect(report?.steps).toEqual([
+      {
+        name: 'charge',
+        recordedAt: expect.stringMatching(/^\d{4}-/),
+        attempt: 1,
+        bytes: expect.any(Number),
+        result: { chargeId: 'ch_9', at: { $type: 'Date', value: '2026-12-04T10:00:00.000Z' } },
+      },
+    ]);
+    const flags = ['--table', tableName, '--endpoint', dynamo.endpoint, '--region', 'us-east-1'];
+    const selector = ['--record-key', recordKey('fn checkout', undefined, key)];
+    const plain = await cli(['keys:inspect', ...selector, ...flags]);
+    expect(plain.code).toBe(0);
+    expect(plain.stdout).toMatch(/step "charge": recorded at \S+, attempt 1, \d+ bytes$/m);
+    expect(plain.stdout).not.toContain('ch_9');
+    const shown = await cli(['keys:inspect', ...selector, '--show-body', ...flags]);
+    expect(shown.stdout).toContain('result: {"chargeId":"ch_9"');
+  });
+
+  it('keys:release of a stuck record with steps marks it FAILED and keeps them: the next request resumes', async () => {
+    const tableName = await newTable();
+    const { service, context } = await instance(tableName);
+    const key = newKey();
+    let started = false;
+    const hung = service.execute({ operation: 'checkout', key }, async (step) => {
+      await step.step('charge', () => 'charged once');
+      started = true;
+      return new Promise<never>(() => undefined);
+    });
+    void hung.catch(() => undefined);
+    await until(() => started);
+    const released = await context.get(IdempotencyAdmin).release({ name: 'fn checkout', key });
+    expect(released).toMatchObject({ done: true, note: expect.stringContaining('resuming from the 1 step(s)') });
+    expect((await item(tableName, key))?.status).toBe('FAILED');
+    const other = await instance(tableName);
+    let charged = 0;
+    expect(
+      await other.service.execute({ operation: 'checkout', key }, (step) => step.step('charge', () => ++charged)),
+    ).toBe('charged once');
+    expect(charged).toBe(0);
   });
 });
 

@@ -1,4 +1,5 @@
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
+import { DEFAULT_FAILED_TTL_SECONDS } from '../idempotency.constants';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from '../repository/idempotency.record';
@@ -155,7 +156,8 @@ export class IdempotencyAdmin {
 
   /**
    * Removes a PENDING or FAILED record so the key can be claimed at once (a COMPLETED one only with `force`), on the
-   * condition that its claim token is still the one just read. A running owner's completion is then refused.
+   * condition that its claim token is still the one just read. A running owner's completion is then refused. A record
+   * with recorded steps is marked FAILED instead, so that the next request resumes from them.
    */
   async release(selector: KeySelector, { force = false }: { force?: boolean } = {}): Promise<AdminResult> {
     const location = this.locate(selector);
@@ -171,7 +173,22 @@ export class IdempotencyAdmin {
         : record.status === 'COMPLETED'
           ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
           : 'released: the next request runs the handler';
+    if (record.status !== 'COMPLETED' && record.steps?.length) return this.failKeepingSteps(record, note);
     return this.remove(record, note);
+  }
+
+  /**
+   * A record with recorded steps is released as FAILED, not removed: the next request resumes from its steps instead
+   * of running them again (their effects happened). Guarded by the claim token read, like a removal.
+   */
+  private async failKeepingSteps(record: IdempotencyRecord, note: string): Promise<AdminResult> {
+    const kept = `${note}, resuming from the ${record.steps!.length} step(s) recorded (they are kept)`;
+    if (record.status === 'FAILED') return { done: true, record: this.report(record), note: kept };
+    const { key, partition, claimToken } = record;
+    const failed = await this.repository.fail({ key, partition, claimToken, ttlSeconds: DEFAULT_FAILED_TTL_SECONDS });
+    if (failed.ok) return { done: true, record: this.report(record), note: kept };
+    const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
+    return { done: false, reason: 'changed', record: failed.current && this.report(failed.current), note: changed };
   }
 
   /** Removes a COMPLETED record: the next request with the key runs the handler again. */
