@@ -153,6 +153,19 @@ export function idempotencyDashboard(): Dashboard {
         ],
       ),
     )
+    .withPanel(
+      timeSeries(
+        'Steps',
+        'Recovery points (IdempotencyContext.step): run (the function ran and its result was recorded), resumed (a retry used the recorded result instead of running it), lease_lost (not started, or not recorded, because the caller had lost its lease: a frozen or partitioned owner).',
+        'ops',
+        [
+          query(
+            `sum by (result) (rate(idempotency_steps_total{${TABLE}}[$__rate_interval]))`,
+            '{{result}}',
+          ),
+        ],
+      ),
+    )
     .withRow(new RowBuilder('DynamoDB'))
     .withPanel(
       timeSeries('Store call latency', 'p50, p95 and p99 by operation.', 's', [

@@ -140,7 +140,11 @@ describe('IdempotencyContext.step through execute()', () => {
     await expect(service.execute({ operation: 'checkout', key }, handler(fail))).rejects.toThrow('crashed after debit');
     expect((await item(tableName, key))?.status).toBe('FAILED');
     calls.reset();
+    const count = async (result: string) =>
+      metricValue(await telemetry.scrape(), 'idempotency_steps_total', { result });
+    const [runBefore, resumedBefore] = [await count('run'), await count('resumed')];
     const resumed = await service.execute({ operation: 'checkout', key }, handler(fail));
+    expect([(await count('run')) - runBefore, (await count('resumed')) - resumedBefore]).toEqual([2, 1]);
     expect(calls.counts).toEqual({ UpdateItem: 4 }); // claim (the steps came back with it), two steps, completion
     expect(effects).toEqual({ debit: 1, charge: 1, receipt: 1 });
     expect(resumed.debit).toEqual({ ledgerId: 'ledger-1', at: new Date('2026-12-04T10:00:00.000Z'), cents: 1250n });
