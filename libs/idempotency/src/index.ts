@@ -23,7 +23,7 @@ export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
 export { IdempotencyClock, SystemClock } from './idempotency.clock';
 export { IdempotencyTelemetry } from './observability/idempotency.telemetry';
-export type { StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
+export type { StepResult, StoreOperation, SweepFindings } from './observability/idempotency.telemetry';
 export { IdempotencyReconciler } from './observability/idempotency.reconciler';
 export { pushSweepGauges, reconcileTable } from './observability/reconcile-job';
 export { withLambdaContext } from './lambda/lambda-invocation';
@@ -65,6 +65,7 @@ export type {
   BinaryBodyType,
   IdempotencyRecord,
   IdempotencyStatus,
+  RecordedStep,
   StoredResponse,
 } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
@@ -78,10 +79,14 @@ export type {
   PutCompletedInput,
   PutCompletedResult,
   RecordLocation,
+  RecordStepInput,
+  RecordStepResult,
   RenewInput,
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
+export type { StepFunction, StepInfo } from './protocol/step-journal';
+export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';
 export { InMemoryIdempotencyRepository } from './repository/in-memory-idempotency.repository';
@@ -102,6 +107,12 @@ export {
   REPLAYED_HEADER,
 } from './idempotency.constants';
 export { IdempotencyAdmin } from './admin/idempotency-admin';
-export type { AdminResult, IdempotencyAdminOptions, KeySelector, RecordReport } from './admin/idempotency-admin';
+export type {
+  AdminResult,
+  IdempotencyAdminOptions,
+  KeySelector,
+  RecordReport,
+  StepReport,
+} from './admin/idempotency-admin';
 export type { RemoveInput, RemoveResult } from './repository/idempotency.repository';
 export type { PartitionKeyValue } from './options/idempotency.options';

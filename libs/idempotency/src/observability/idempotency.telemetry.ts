@@ -202,7 +202,7 @@ export class IdempotencyTelemetry {
     return context.with(trace.setSpan(context.active(), span), () => recorded(span, fn));
   }
 
-  conditionRejected(table: string, operation: (typeof CONDITIONAL_OPERATIONS)[number]): void {
+  conditionRejected(table: string, operation: 'claim' | 'complete' | 'fail' | 'renew' | 'step'): void {
     this.rejectedSeries(table, operation).value++;
   }
 
