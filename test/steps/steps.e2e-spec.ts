@@ -16,6 +16,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { runCli } from '../../libs/idempotency/src/cli/run-cli';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
+import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { countCalls } from '../support/call-counter';
 import { testClock } from '../support/clock';
@@ -346,6 +347,29 @@ describe('IdempotencyContext.step through execute()', () => {
     await expect(run(true)).rejects.toThrow('not final');
     expect(await run(false)).toBe(1);
     expect(debits).toBe(1);
+  });
+
+  it("gives the retrying client the step's key as its default inside a step, and a new one outside", async () => {
+    const tableName = await newTable();
+    const { service } = await instance(tableName);
+    const sent: string[] = [];
+    const client = createIdempotentClient({
+      fetch: async (_url, init) => {
+        sent.push(new Headers(init?.headers).get('idempotency-key') ?? '');
+        return new Response('{}', { status: 201, headers: { 'content-type': 'application/json' } });
+      },
+    });
+    let stepKey = '';
+    await service.execute({ operation: 'checkout', key: newKey() }, async (context) => {
+      await context.step('charge', async ({ key }) => {
+        stepKey = key;
+        await client.request('POST', 'http://provider.invalid/charges');
+      });
+      await client.request('POST', 'http://provider.invalid/notes');
+    });
+    expect(sent[0]).toBe(stepKey);
+    expect(sent[1]).not.toBe(stepKey);
+    expect(sent[1]).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('runs steps without recording them in optimistic mode, with their keys', async () => {

@@ -85,7 +85,7 @@ export type {
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
-export type { StepFunction, StepInfo } from './protocol/step-journal';
+export type { StepFunction, StepInfo } from './protocol/step-runner';
 export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';

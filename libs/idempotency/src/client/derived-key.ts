@@ -22,3 +22,11 @@ export function derivedKey(name: string): string {
   }
   return key;
 }
+
+/** Where a running step (`IdempotencyContext.step`) answers its key for the client; set by the module (step-journal.ts). */
+export const STEP_KEY_HOOK = Symbol.for('nestjs-dynamodb-idempotency.stepKey');
+
+/** The key of the step this runs in, if any: a call inside a step without a key or name takes it. */
+export function stepKey(): string | undefined {
+  return (globalThis as Record<symbol, (() => string | undefined) | undefined>)[STEP_KEY_HOOK]?.();
+}

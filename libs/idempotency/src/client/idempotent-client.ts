@@ -1,5 +1,5 @@
 import { IN_FLIGHT_PROBLEM_TYPE } from './problem-type';
-import { derivedKey } from './derived-key';
+import { derivedKey, stepKey } from './derived-key';
 import { backoffMs, retryAfterMs } from './retry-delay';
 
 /** Options of `createIdempotentClient`. */
@@ -21,7 +21,10 @@ export interface IdempotentRequestOptions {
   /** JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. */
   body?: unknown;
   headers?: Record<string, string>;
-  /** The call's key. Default: `deriveKey(name)` inside a protected call when `name` is given, else a new UUID. */
+  /**
+   * The call's key. Default: `deriveKey(name)` inside a protected call when `name` is given; else, inside a step
+   * (`IdempotencyContext.step`), the step's key; else a new UUID.
+   */
   key?: string;
   /** Inside a protected call: the key is the call's `deriveKey(name)`, the same on every retry of the parent. */
   name?: string;
@@ -78,7 +81,8 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
   if (!(maxElapsedMs >= 0)) throw new RangeError('maxElapsedMs must be a number of milliseconds ≥ 0');
   return {
     async request<T>(method: string, url: string, call: IdempotentRequestOptions = {}) {
-      const key = call.key ?? (call.name === undefined ? globalThis.crypto.randomUUID() : derivedKey(call.name));
+      const key =
+        call.key ?? (call.name === undefined ? (stepKey() ?? globalThis.crypto.randomUUID()) : derivedKey(call.name));
       const target = baseUrl === undefined ? url : new URL(url, baseUrl).toString();
       const init = requestInit(method, call, keyHeader, key);
       const deadline = performance.now() + maxElapsedMs;

@@ -9,7 +9,7 @@ import {
   RunningClaim,
   untrackContext,
 } from './idempotency-context';
-import { UnrecordedSteps } from './step-journal';
+import { UnrecordedSteps } from './step-runner';
 
 const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { id } } });
 

@@ -6,7 +6,7 @@ import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
-import { StepFunction, StepRunner, UnrecordedSteps } from './step-journal';
+import { StepFunction, StepRunner, UnrecordedSteps } from './step-runner';
 
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {

@@ -4,7 +4,8 @@ import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import { WonClaim } from './single-flight';
-import { StepJournal, StepJournalDependencies, StepRunner } from './step-journal';
+import { StepJournal, StepJournalDependencies } from './step-journal';
+import { StepRunner } from './step-runner';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /**

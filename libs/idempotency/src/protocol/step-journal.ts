@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
-import { MAX_STEP_NAME_LENGTH, MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
+import { MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
@@ -12,21 +11,7 @@ import { encodedByteLength, encodeStoredResponse, replayedBody } from '../respon
 import { encodeTyped } from '../response/typed-value';
 import { retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall, retryAfterSeconds, StepLedger } from './protected-call';
-
-/** What a step's function is given: the key for its downstream call, and how many times it has been started. */
-export interface StepInfo {
-  /** `deriveKey(name)`: the same for this request and step name in every run, process and owner. */
-  key: string;
-  /** 1 the first time; more after a run stopped inside it (or, at most, since the last step was recorded). */
-  attempt: number;
-}
-
-export type StepFunction<T> = (step: StepInfo) => T | Promise<T>;
-
-/** How a call runs its steps: recorded on its record (`StepJournal`), or not at all (`UnrecordedSteps`). */
-export interface StepRunner {
-  step<T>(name: string, fn: StepFunction<T>): Promise<T>;
-}
+import { runStep, StepFunction, StepRunner, uniqueName } from './step-runner';
 
 /** The lease a step checks before it starts: its end by this process's clock, and whether a write was refused. */
 export interface HeldLease {
@@ -87,9 +72,8 @@ export class StepJournal implements StepRunner {
     const { recordKey } = this.call;
     const attempt = this.claim.run - this.base + 1;
     this.ledger.unfinished++;
-    const value = await telemetry.stepSpan(recordKey, name, attempt, async () =>
-      fn({ key: derivedKeyOf(recordKey, name), attempt }),
-    );
+    const key = derivedKeyOf(recordKey, name);
+    const value = await telemetry.stepSpan(recordKey, name, attempt, async () => runStep(fn, { key, attempt }));
     await this.record(name, attempt, value);
     this.ledger.unfinished--;
     return value;
@@ -140,47 +124,6 @@ export class StepJournal implements StepRunner {
     const retryAfter = current === undefined ? 1 : retryAfterSeconds(this.call, current, now);
     return new IdempotencyLeaseLostError(retryAfter);
   }
-}
-
-/**
- * Steps where nothing can be recorded: optimistic mode (no claim; warned once per route) and calls without a key. The
- * function runs every time, with the key it would have had (a random one without a record key).
- */
-export class UnrecordedSteps implements StepRunner {
-  private static readonly warned = new Set<string>();
-  private readonly names = new Set<string>();
-
-  constructor(
-    private readonly recordKey?: string,
-    private readonly route?: () => string,
-  ) {}
-
-  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
-    uniqueName(this.names, name);
-    const route = this.route?.();
-    if (route !== undefined && !UnrecordedSteps.warned.has(route)) {
-      UnrecordedSteps.warned.add(route);
-      new Logger('Idempotency').warn({
-        msg: "steps are not recorded in mode 'optimistic' (there is no claim to record them on): each step runs on every attempt",
-        route,
-      });
-    }
-    const key = this.recordKey === undefined ? randomBytes(32).toString('hex') : derivedKeyOf(this.recordKey, name);
-    return fn({ key, attempt: 1 });
-  }
-}
-
-/** A step's name, checked and taken for this run: once per run. */
-function uniqueName(names: Set<string>, name: string): void {
-  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
-    throw new TypeError(`IdempotencyContext.step needs a name of 1 to ${MAX_STEP_NAME_LENGTH} characters.`);
-  }
-  if (names.has(name)) {
-    throw new Error(
-      `IdempotencyContext.step(${JSON.stringify(name)}): a step of that name already ran in this call; step names are unique within a call.`,
-    );
-  }
-  names.add(name);
 }
 
 /** A step's result over its limit, or over what the request's steps may take together, is refused. */

@@ -4,7 +4,7 @@ import { StoredResponse } from '../repository/idempotency.record';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
-import type { StepRunner } from './step-journal';
+import type { StepRunner } from './step-runner';
 
 /** A run of the work and its outcome as the store keeps it, in either mode (lease and optimistic). */
 
