@@ -593,6 +593,9 @@ ${references.join('\n')}
 
 ## Settings measured apart
 
+[STEPS.md](STEPS.md): the DynamoDB calls and capacity units of requests with recovery points (steps), against the
+request without them, Powertools and a hand-written floor (\`bench/steps-capacity.ts\`, on DynamoDB Local).
+
 [MODULE-CPU.md](MODULE-CPU.md): what outcome events with nobody listening and the watch over unkeyed calls
 (\`unkeyedCalls\`) cost per call, measured with \`bench/module-cpu.ts\` on Node.js 20, 22 and 24.
 

@@ -1,5 +1,6 @@
 import {
   IdempotencyAdmin,
+  IdempotencyContext,
   IdempotencyError,
   IdempotencyInFlightError,
   IdempotencyReconciler,
@@ -124,6 +125,11 @@ export class Fleet {
   /** Per key: operator removals (true time, ms; place in the order of events) and by which instance. */
   private readonly removals = new Map<number, { ms: number; seq: number; by: Instance }[]>();
   private seq = 0;
+  /**
+   * Per lease-mode key: the step result a run recorded, for which body, and until when its record lasts (its expiry,
+   * true time): until then, or a release point, every run of that body must get it.
+   */
+  private readonly recordedSteps = new Map<number, { by: number; variant: number; seq: number; untilMs: number }>();
 
   constructor(
     readonly layout: { cached: boolean[] },
@@ -141,7 +147,7 @@ export class Fleet {
     const call = () =>
       instance.service.execute(
         { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant }, mode: modeOf(key) },
-        (context) => this.run(request, context.claimToken),
+        (context) => this.run(request, context),
       );
     if (!instance.lambda) {
       this.answered(request, call());
@@ -167,8 +173,9 @@ export class Fleet {
     });
   }
 
-  /** The handler: a run that waits for the simulation to finish it. */
-  private async run(request: Request, claimToken: string): Promise<unknown> {
+  /** The handler: a run that records a step, then waits for the simulation to finish it. */
+  private async run(request: Request, context: IdempotencyContext): Promise<unknown> {
+    const { claimToken } = context;
     const { key, instance } = request;
     const startedMs = this.time.ms;
     const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
@@ -195,13 +202,65 @@ export class Fleet {
     this.checkExecution(execution);
     this.executions.push(execution);
     request.execution = execution;
-    return await new Promise((resolve, reject) => {
+    const finished = new Promise<void>((resolve, reject) => {
       execution.finish = (outcome) => {
         execution.state = outcome === 'ok' ? 'succeeded' : 'failed';
-        if (outcome === 'ok') resolve({ exec: execution.id });
+        if (outcome === 'ok') resolve();
         else reject(new Error(`run ${execution.id} failed (a provider's 502)`));
       };
     });
+    void finished.catch(() => undefined); // the run may stop at its step (a lease lost)
+    const effect = await context.step('effect', async () => {
+      await this.checkStepStart(key, claimToken, execution.id, request.variant);
+      return { by: execution.id };
+    });
+    await this.checkStepResult(key, claimToken, execution.id, request.variant, effect);
+    await finished;
+    return { exec: execution.id, effect };
+  }
+
+  /**
+   * Invariant 8, as a step's function starts: the run's own record has no result for the step yet, and no earlier run
+   * of the same request recorded one that still counts (no release point since, its record not expired).
+   */
+  private async checkStepStart(key: number, claimToken: string, exec: number, variant: number): Promise<void> {
+    if (modeOf(key) !== 'lease') return;
+    const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
+    const recorded = record?.steps?.find((step) => step.name === 'effect');
+    if (record?.claimToken === claimToken && recorded) {
+      this.violate('steps-resume', `run ${exec} started the step recorded by ${JSON.stringify(recorded.result.body)}`);
+    }
+    const earlier = this.recordedSteps.get(key);
+    const counts =
+      earlier?.variant === variant &&
+      earlier.seq > this.lastRelease(key) &&
+      this.time.ms < earlier.untilMs - SKEW_SECONDS * 1000;
+    if (record?.claimToken === claimToken && counts) {
+      this.violate('steps-resume', `run ${exec} started the step run ${earlier.by} had recorded for the same request`);
+    }
+  }
+
+  /** Invariant 8, once a step returned: while the run owns the record, the result is the one recorded there. */
+  private async checkStepResult(
+    key: number,
+    claimToken: string,
+    exec: number,
+    variant: number,
+    effect: unknown,
+  ): Promise<void> {
+    if (modeOf(key) !== 'lease') return;
+    const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
+    if (record?.claimToken !== claimToken || record.status !== 'PENDING') return;
+    const recorded = record.steps?.find((step) => step.name === 'effect')?.result.body;
+    if (JSON.stringify(recorded) !== JSON.stringify(effect)) {
+      this.violate(
+        'steps-resume',
+        `run ${exec} got ${JSON.stringify(effect)}, the record has ${JSON.stringify(recorded)}`,
+      );
+    }
+    const { by } = effect as { by: number };
+    if (by === exec)
+      this.recordedSteps.set(key, { by, variant, seq: this.nextSeq(), untilMs: record.expiresAt * 1000 });
   }
 
   private answered(request: Request, answer: Promise<unknown>): void {
@@ -278,6 +337,13 @@ export class Fleet {
   }
 
   private readStored(key: number, record: IdempotencyRecord | undefined): void {
+    // A recorded step lasts as long as its record: its expiry moves with each lease renewal and release.
+    const step = this.recordedSteps.get(key);
+    const kept = record?.steps?.some(
+      (recorded) => JSON.stringify(recorded.result.body) === JSON.stringify({ by: step?.by }),
+    );
+    if (step && kept) step.untilMs = record!.expiresAt * 1000;
+    if (record?.status === 'COMPLETED') this.recordedSteps.delete(key); // a new life only after it expires
     const answers = this.answers.get(key) ?? [];
     this.answers.set(key, answers);
     const current = this.currentAnswer(key);

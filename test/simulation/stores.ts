@@ -85,6 +85,8 @@ export class InstanceRepository extends IdempotencyRepository {
   complete = (input: Parameters<IdempotencyRepository['complete']>[0]) => this.as(() => this.inner.complete(input));
   fail = (input: Parameters<IdempotencyRepository['fail']>[0]) => this.as(() => this.inner.fail(input));
   renew = (input: Parameters<IdempotencyRepository['renew']>[0]) => this.as(() => this.inner.renew(input));
+  override recordStep = (input: Parameters<IdempotencyRepository['recordStep']>[0]) =>
+    this.as(() => this.inner.recordStep(input));
   get = (input: Parameters<IdempotencyRepository['get']>[0]) => this.as(() => this.inner.get(input));
   scan = (input: Parameters<IdempotencyRepository['scan']>[0]) => this.inner.scan(input);
   override remove = (input: Parameters<IdempotencyRepository['remove']>[0]) => this.as(() => this.inner.remove(input));

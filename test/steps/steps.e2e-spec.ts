@@ -277,7 +277,7 @@ describe('IdempotencyContext.step through execute()', () => {
     thaw();
     await expect(stalled).rejects.toThrow(IdempotencyLeaseLostError);
     const stored = await item(tableName, key);
-    expect(stored?.steps?.charge.result).toContain('by b');
+    expect(stored?.steps?.charge.value).toContain('by b');
     expect(await b.service.execute({ operation: 'checkout', key }, () => 'never')).toBe('by b');
   });
 

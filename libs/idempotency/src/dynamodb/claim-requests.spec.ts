@@ -45,7 +45,12 @@ describe('claim requests', () => {
       {
         key: 'k',
         claimToken: 'c',
-        step: { name: 'charge', attempt: 2, run: 3, result: { statusCode: 200, headers: {} } },
+        step: {
+          name: 'charge',
+          attempt: 2,
+          run: 3,
+          result: { statusCode: 200, headers: {}, body: { id: 'ch_1' }, bodyEncoding: 'typed' },
+        },
       },
       1234,
     );
@@ -58,7 +63,7 @@ describe('claim requests', () => {
     expect(request.ExpressionAttributeValues).toEqual({
       ':step': {
         M: {
-          result: { S: '{"statusCode":200,"headers":{}}' },
+          value: { S: '{"id":"ch_1"}' },
           at: { N: '1234' },
           attempt: { N: '2' },
           run: { N: '3' },

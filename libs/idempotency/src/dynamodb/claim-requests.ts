@@ -1,6 +1,7 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 import { RecordLocation, RecordStepInput } from '../repository/idempotency.repository';
-import { attributeValues, MapValue, names, stepItem } from './item-mapping';
+import { attributeValues, names } from './item-mapping';
+import { MapValue, stepItem } from './step-mapping';
 import { CLAIMABLE, OWNED_BY_CLAIM } from './record-requests';
 import { TableLayout } from './table-layout';
 

@@ -3,8 +3,9 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { Logger } from '@nestjs/common';
 import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { RECORD_KEY_SHAPE } from '../keys/record-key';
-import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
+import { MapValue, recordedSteps, StepItem } from './step-mapping';
 import { RecordAttribute, TableLayout } from './table-layout';
 
 /** A record's attributes besides its key, by their default names (see the docs' stored item). */
@@ -70,11 +71,6 @@ export function attributeValues(values: object): Record<string, AttributeValue> 
   return marshalled;
 }
 
-/** A map attribute (a recorded step, the empty map of steps), already in DynamoDB's form. */
-export class MapValue {
-  constructor(readonly entries: Record<string, AttributeValue>) {}
-}
-
 function attributeValue(name: string, value: unknown): AttributeValue {
   if (typeof value === 'string') return { S: value };
   if (value instanceof MapValue) return { M: value.entries };
@@ -129,39 +125,6 @@ export function recordFromItem(
     ...(steps === undefined ? {} : { steps: recordedSteps(steps) }),
     ...(runs === undefined ? {} : { runs: Number(runs) }),
   };
-}
-
-/** A recorded step as stored in the record's `steps` map, under its name. */
-interface StepItem {
-  result: string | Uint8Array;
-  at: number;
-  attempt: number;
-  run: number;
-}
-
-/** A step's entry in the `steps` map. */
-export function stepItem(step: Omit<RecordedStep, 'bytes' | 'name'>): MapValue {
-  const result = encodeStoredResponse(step.result);
-  return new MapValue({
-    result: typeof result === 'string' ? { S: result } : { B: result },
-    at: { N: String(step.recordedAt) },
-    attempt: { N: String(step.attempt) },
-    run: { N: String(step.run) },
-  });
-}
-
-/** The `steps` map as read (unmarshalled), in the order they were recorded. */
-export function recordedSteps(steps: Record<string, StepItem>): RecordedStep[] {
-  return Object.entries(steps)
-    .map(([name, { result, at, attempt, run }]) => ({
-      name,
-      result: decodeStoredResponse(result),
-      recordedAt: Number(at),
-      attempt: Number(attempt),
-      run: Number(run),
-      bytes: encodedByteLength(result),
-    }))
-    .sort((a, b) => a.run - b.run || a.recordedAt - b.recordedAt);
 }
 
 const logger = new Logger('Idempotency');
