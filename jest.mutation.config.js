@@ -24,6 +24,7 @@ module.exports = {
     'test/lambda/deadline',
     'test/lambda/lambda-handler',
     'test/optimistic/crash',
+    'test/steps/steps-crash',
     'test/operations/admin-cli',
     'test/operations/reconcile-cli',
     'test/real-app/in-memory-heap',

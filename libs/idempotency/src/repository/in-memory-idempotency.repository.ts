@@ -95,21 +95,24 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       return { claimed: false, existing: readRecord(existing) };
     }
     const claimToken = nextClaimToken();
-    const record: StoredRecord = storedRecord(
-      key,
-      partition,
-      'PENDING',
-      now + leaseSeconds,
-      claimToken,
-      fingerprint,
-      now,
-    );
     // The same request left unfinished is resumed with its steps; anything else starts without.
     const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;
-    record.runs = Math.max(1, (resumed?.runs ?? 0) + 1);
-    record.steps = new Map(resumed?.steps);
+    const runs = Math.max(1, (resumed?.runs ?? 0) + 1);
+    const steps = resumed?.steps && new Map(resumed.steps);
+    // Every field at once (V8 keeps one shape for every claim); the partition only in a sort-key layout, as before.
+    const record: StoredRecord = {
+      key,
+      status: 'PENDING',
+      expiresAt: now + leaseSeconds,
+      claimToken,
+      fingerprint,
+      pendingSince: now,
+      runs,
+      steps,
+    };
+    if (partition !== undefined) record.partition = partition;
     this.write(record, existing, now);
-    return { claimed: true, claimToken, run: record.runs, steps: readSteps(record.steps) };
+    return { claimed: true, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
   }
 
   override async recordStep({ key, claimToken, step }: RecordStepInput): Promise<RecordStepResult> {
