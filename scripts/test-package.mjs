@@ -373,6 +373,10 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
     });
     const checkout = await fetch(`${base}/checkouts`, { method: 'POST', headers: { 'idempotency-key': 'checkout-1' } });
     const checkedOut = await checkout.json();
+    const transfer = () => fetch(`${base}/transfers`, { method: 'POST', headers: { 'idempotency-key': 'transfer-1' } });
+    const failedTransfer = await transfer();
+    const resumed = await transfer();
+    const transferred = await resumed.json();
     const checks = {
       'first is 201': first.status === 201,
       'replay is 201': second.status === 201,
@@ -384,13 +388,19 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
       'the client by name sends deriveKey(name)': checkedOut.status === 201 && /^[0-9a-f]{64}$/.test(checkedOut.key),
       'an unkeyed POST is refused (unkeyedCalls: error)': checkedOut.unkeyed === 'UnkeyedCallError',
       'an unconditional put is refused (unkeyedCalls: error)': checkedOut.write === 'UnkeyedCallError',
+      'a step is resumed after a 500, its Date back, not run again':
+        failedTransfer.status === 500 &&
+        resumed.status === 201 &&
+        transferred.debits === 1 &&
+        transferred.debitedAt === new Date(0).toISOString() &&
+        /^[0-9a-f]{64}$/.test(transferred.creditKey),
     };
     const failed = Object.entries(checks)
       .filter(([, ok]) => !ok)
       .map(([name]) => name);
     if (failed.length)
       throw new Error(
-        `failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${JSON.stringify(checkedOut)}\n${output}`,
+        `failed checks: ${failed.join(', ')}\n${firstBody}\n${secondBody}\n${JSON.stringify(checkedOut)}\n${JSON.stringify(transferred)}\n${output}`,
       );
   } finally {
     app.kill();

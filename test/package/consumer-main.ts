@@ -2,17 +2,38 @@
 // The same file is built as CommonJS (NestJS 11) and as ESM (NestJS 12); it imports packages only.
 import 'reflect-metadata';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { Body, Controller, Get, Module, Post } from '@nestjs/common';
+import { Body, Controller, Get, InternalServerErrorException, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { ensureIdempotencyTable, Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { ensureIdempotencyTable, IdempotencyContext, Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 
 let charges = 0;
+let debits = 0;
+let transferFailed = false;
 const self = `http://127.0.0.1:${process.env.PORT}`;
 const failure = (error: { name: string; cause?: { name: string } }) => error.cause?.name ?? error.name;
 
 @Controller()
 class ChargesController {
+  constructor(private readonly idempotency: IdempotencyContext) {}
+
+  /** Two steps; the first run fails after the debit (a 500, not final), the retry resumes from the recorded debit. */
+  @Post('transfers')
+  @Idempotent()
+  async transfer() {
+    const debit = await this.idempotency.step('debit', ({ attempt }) => ({
+      debit: ++debits,
+      attempt,
+      at: new Date(0),
+    }));
+    if (!transferFailed) {
+      transferFailed = true;
+      throw new InternalServerErrorException('the bank timed out');
+    }
+    const credit = await this.idempotency.step('credit', ({ key }) => ({ key }));
+    return { debit: debit.debit, debitedAt: debit.at.toISOString(), creditKey: credit.key, debits };
+  }
+
   @Post('charges')
   @Idempotent()
   charge(@Body() body: { amount: number }) {

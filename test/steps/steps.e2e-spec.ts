@@ -121,6 +121,14 @@ describe('IdempotencyContext.step through execute()', () => {
     calls.reset();
     const first = await service.execute({ operation: 'checkout', key }, handler());
     expect(calls.counts).toEqual({ UpdateItem: 5 }); // claim, three steps, completion: n + 2
+    const spans = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'idempotency.step');
+    expect(
+      spans.slice(-3).map((span) => [span.attributes['idempotency.step'], span.attributes['idempotency.step.attempt']]),
+    ).toEqual([
+      ['debit', 1],
+      ['charge', 1],
+      ['receipt', 1],
+    ]);
     expect(first.debit.at).toBeInstanceOf(Date);
     expect(first.debit.cents).toBe(1250n);
     const again = await service.execute({ operation: 'checkout', key }, handler());
