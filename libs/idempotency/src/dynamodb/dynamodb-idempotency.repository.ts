@@ -108,10 +108,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     };
   }
 
-  /**
-   * The resume form first (a new key, or the same request left unfinished: its steps come back); the restart form only
-   * when that lost to a claimable record of another request or a finished one (see `claim-requests.ts`).
-   */
+  /** The resume form first (its steps come back); the restart form only after that lost (`claim-requests.ts`). */
   async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
     let restarting: string | undefined;
     for (let attempt = 1; ; attempt++) {

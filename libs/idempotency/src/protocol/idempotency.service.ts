@@ -24,7 +24,6 @@ export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from 
 
 const FIRST_POLL_MS = 25;
 const MAX_POLL_MS = 500;
-
 type Acquired = WonClaim | { replay: StoredResponse };
 
 /**
@@ -75,8 +74,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     });
     const { watch } = tracking;
     const environment = { canCommitWith: () => readiness.commitSupported(), tracked: () => tracking.tracked, watch };
-    const journal = { repository, clock, telemetry, sealer: options.sealer };
-    this.owner = new KeyOwner(journal, recorder, environment);
+    this.owner = new KeyOwner({ repository, clock, telemetry, sealer: options.sealer }, recorder, environment);
     this.optimistic = new OptimisticRun({
       ...environment,
       repository,
@@ -117,7 +115,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       waitMs: policy.waitMs,
       clockSkewSeconds: policy.clockSkewSeconds,
       mode: policy.mode,
-      steps: undefined,
+      steps: undefined, // set by its journal: every call has the same shape
     };
     const deadline = invocationDeadlineSeconds();
     if (deadline !== undefined) call.deadline = deadline;
