@@ -33,7 +33,10 @@ describe('StepJournal', () => {
   const newCall = (): ProtectedCall => ({
     recordKey: `journal-${++keys}`,
     fingerprint: 'fp',
-    ...callPolicy({ leaseSeconds: LEASE_SECONDS, clockSkewSeconds: 2, retryAfterSeconds: 120 }, resolveOptions({})),
+    ...callPolicy(
+      { pendingTtlSeconds: LEASE_SECONDS, retryAfterSeconds: 120 },
+      resolveOptions({ clockSkewSeconds: 2 }),
+    ),
   });
 
   /** Claims the call's key (resuming what an earlier run recorded) and opens a journal on the claim. */
