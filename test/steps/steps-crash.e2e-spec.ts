@@ -1,26 +1,8 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { uniqueTableName } from '../support/dynalite';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-
-interface Charge {
-  chargeId: string;
-  chargedAt: string;
-  key: string;
-}
-interface Receipt {
-  receiptId: string;
-  chargeId: string;
-  key: string;
-}
-interface Purchase {
-  chargeId: string;
-  chargedAt: string;
-  chargedBy: number;
-  receiptId: string;
-  ranHere: string[];
-}
+import { printed, providerSince, Purchase } from './purchase-processes';
 
 /**
  * Recovery points across real processes, on DynamoDB Local: the demo's `POST /purchases` charges a payment provider
@@ -55,7 +37,6 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
     await Promise.all(started.map((demo) => demo.kill('SIGKILL')));
   });
 
-  const list = async <T>(path: string) => (await (await fetch(`${provider.url}${path}`)).json()) as T[];
   const purchase = (demo: DemoProcess, key: string) =>
     fetch(`${demo.url}/purchases`, {
       method: 'POST',
@@ -70,30 +51,20 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
       key,
       body: { item: 'book', amount: 1250 },
     });
-  const pausedIn = async (demo: DemoProcess, at: string) => {
-    const deadline = Date.now() + 20_000;
-    while (!demo.output().includes(`purchase paused ${at}`)) {
-      if (Date.now() > deadline) throw new Error(`the shop never paused ${at}:\n${demo.output()}`);
-      await sleep(20);
-    }
-  };
+  const pausedIn = (demo: DemoProcess, at: string) => printed(demo, `purchase paused ${at}`);
   const newKey = (name: string) => `${name}-${Date.now()}`;
 
   it('killed after step 1: the retry resumes, gets the charge made by the dead process as a Date, charges nothing again', async () => {
     const crashing = await start({ ...shop(), PURCHASE_PAUSE: 'after-charge:60000' });
     const key = newKey('after-charge');
-    const [chargesBefore, receiptsBefore] = [
-      (await list<Charge>('/payments/charges')).length,
-      (await list<Receipt>('/payments/receipts')).length,
-    ];
+    const since = await providerSince(provider);
     const first = purchase(crashing, key);
     await pausedIn(crashing, 'after-charge');
     await crashing.kill('SIGKILL');
     expect(await first).toBe('connection lost');
 
     const answer = await retried(key);
-    const charges = (await list<Charge>('/payments/charges')).slice(chargesBefore);
-    const receipts = (await list<Receipt>('/payments/receipts')).slice(receiptsBefore);
+    const { charges, receipts } = await since();
     expect(charges).toHaveLength(1);
     expect(receipts).toHaveLength(1);
     expect(answer.status).toBe(201);
@@ -112,19 +83,15 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
   it('killed inside step 2 after its call: the retry runs step 2 again with the same key, step 1 not again', async () => {
     const crashing = await start({ ...shop(), PURCHASE_PAUSE: 'in-receipt:60000' });
     const key = newKey('in-receipt');
-    const [chargesBefore, receiptsBefore] = [
-      (await list<Charge>('/payments/charges')).length,
-      (await list<Receipt>('/payments/receipts')).length,
-    ];
+    const since = await providerSince(provider);
     const first = purchase(crashing, key);
     await pausedIn(crashing, 'in-receipt');
     await crashing.kill('SIGKILL');
     expect(await first).toBe('connection lost');
-    expect((await list<Receipt>('/payments/receipts')).slice(receiptsBefore)).toHaveLength(1); // its effect happened
+    expect((await since()).receipts).toHaveLength(1); // its effect happened
 
     const answer = await retried(key);
-    const charges = (await list<Charge>('/payments/charges')).slice(chargesBefore);
-    const receipts = (await list<Receipt>('/payments/receipts')).slice(receiptsBefore);
+    const { charges, receipts } = await since();
     expect(charges).toHaveLength(1);
     expect(receipts).toHaveLength(1); // the same key: the provider answered with the first receipt
     expect(answer.body).toMatchObject({ chargedBy: crashing.child.pid, receiptId: receipts[0].receiptId });
@@ -134,7 +101,7 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
   it('frozen after step 1 while another process completes the purchase: thawed, it runs no step and changes nothing', async () => {
     const freezing = await start({ ...shop(), PURCHASE_PAUSE: 'after-charge:3000' });
     const key = newKey('frozen');
-    const receiptsBefore = (await list<Receipt>('/payments/receipts')).length;
+    const since = await providerSince(provider);
     const first = purchase(freezing, key);
     await pausedIn(freezing, 'after-charge');
     freezing.child.kill('SIGSTOP');
@@ -144,7 +111,7 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
       freezing.child.kill('SIGCONT');
       const thawed = await first;
       expect(thawed).toMatchObject({ status: 409 }); // its lease was lost: it stops, and nothing of it is stored
-      expect((await list<Receipt>('/payments/receipts')).slice(receiptsBefore)).toHaveLength(1);
+      expect((await since()).receipts).toHaveLength(1);
       expect(freezing.output()).toMatch(/step refused/);
       const replay = await retried(key);
       expect(replay).toMatchObject({ status: 201, replayed: true, body: answer.body });

@@ -1,7 +1,7 @@
 // Runs one TypeScript file in a child process, compiled with swc as Jest compiles the suites (.swcrc: decorators and
 // their metadata), for tests that need a process of their own (node flags such as --expose-gc, a Lambda container to
 // freeze with SIGSTOP). Usage:
-//   node --expose-gc test/support/run-ts.cjs path/to/script.ts
+//   node --expose-gc test/support/run-ts.cjs path/to/script.ts [its arguments]
 const { readFileSync } = require('node:fs');
 const Module = require('node:module');
 const path = require('node:path');
@@ -25,4 +25,5 @@ const resolve = Module._resolveFilename;
 Module._resolveFilename = function (request, ...rest) {
   return resolve.call(this, packages[request] ?? request, ...rest);
 };
-require(path.resolve(process.argv[2]));
+process.argv.splice(1, 1); // [node, script, its arguments]: as if node ran the script itself
+require(path.resolve(process.argv[1]));

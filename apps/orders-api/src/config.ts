@@ -31,6 +31,11 @@ export interface OrdersApiConfig {
    * freeze falls in, between its two steps or inside the second after its call.
    */
   purchasePause?: { at: 'after-charge' | 'in-receipt'; ms: number };
+  /**
+   * POST /purchases fails with a 503 after its charge step (PURCHASE_FAIL=after-charge): an error that is not final, so
+   * the key is released and a retry (to a process without it) resumes after the recorded charge.
+   */
+  purchaseFailure?: 'after-charge';
   /** Run the reconciler in the app every this many seconds (RECONCILE_INTERVAL_SECONDS, default 60, on Lambda 0); 0: never. */
   reconcileIntervalSeconds?: number;
   /** The module's in-process replay cache (IDEMPOTENCY_REPLAY_CACHE, default on). */
@@ -74,6 +79,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     paymentsUrl: env.PAYMENTS_URL || undefined,
     checkoutDelayMs: integer(env, 'CHECKOUT_DELAY_MS', 0) ?? 0,
     purchasePause: pauseFromEnv(env.PURCHASE_PAUSE),
+    purchaseFailure: env.PURCHASE_FAIL ? oneOf(env, 'PURCHASE_FAIL', ['after-charge'] as const) : undefined,
     // On AWS Lambda the reconciler is a scheduled job: the function is frozen between invocations.
     reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? (onLambda(env) ? 0 : 60)) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),

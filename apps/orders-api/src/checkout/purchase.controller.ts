@@ -1,6 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BadGatewayException, BadRequestException, Body, Controller, Inject, Logger, Post } from '@nestjs/common';
+import {
+  BadGatewayException,
+  BadRequestException,
+  Body,
+  Controller,
+  Inject,
+  Logger,
+  Post,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import { IdempotencyContext, Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { PaymentsLink } from './checkout.controller';
@@ -51,6 +60,8 @@ export class PurchaseController {
       return { chargeId: answer.body.chargeId, chargedAt: new Date(answer.body.chargedAt), chargedBy: process.pid };
     });
     await this.pause('after-charge');
+    if (this.config.purchaseFailure === 'after-charge')
+      throw new ServiceUnavailableException('PURCHASE_FAIL: a simulated outage after the charge'); // 503: not final
     const receipt = await this.idempotency.step('receipt', async ({ key, attempt }) => {
       ranHere.push(`receipt#${attempt}`);
       const answer = await this.link.payments.request<Receipt>('POST', '/payments/receipts', {
