@@ -2,6 +2,8 @@ import { ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DemoProcess } from '../support/demo-process';
+import { localClient, uniqueTableName } from '../support/dynalite';
+import { createTableWithKey } from '../support/table';
 
 /**
  * What the step suites across processes share: the demo's payment provider's lists, waiting for a process to say
@@ -26,6 +28,20 @@ export interface Purchase {
   chargedBy: number;
   receiptId: string;
   ranHere: string[];
+}
+
+/**
+ * The demo's tables (its env), made here without TTL and used as they are (`CREATE_TABLES=0`): DynamoDB Local's TTL
+ * sweeper, about every 10 s, deletes a PENDING record once its lease has ended, and with it the steps a dead owner
+ * recorded, which would race the retry these suites make (docs/recovery-points.md: what TTL does to steps).
+ */
+export async function tablesWithoutTtl(endpoint: string): Promise<Record<string, string>> {
+  const tables = { IDEMPOTENCY_TABLE: uniqueTableName('steps'), ORDERS_TABLE: uniqueTableName('orders') };
+  const client = localClient(endpoint);
+  await createTableWithKey(client, tables.IDEMPOTENCY_TABLE, 'pk');
+  await createTableWithKey(client, tables.ORDERS_TABLE);
+  client.destroy();
+  return { ...tables, CREATE_TABLES: '0' };
 }
 
 /** The provider's charges and receipts made since this was called. */

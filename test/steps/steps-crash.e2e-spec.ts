@@ -1,8 +1,7 @@
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
-import { uniqueTableName } from '../support/dynalite';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { printed, providerSince, Purchase } from './purchase-processes';
+import { printed, providerSince, Purchase, tablesWithoutTtl } from './purchase-processes';
 
 /**
  * Recovery points across real processes, on DynamoDB Local: the demo's `POST /purchases` charges a payment provider
@@ -15,7 +14,7 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
   let provider: DemoProcess;
   let resuming: DemoProcess;
   const started: DemoProcess[] = [];
-  const tables = { IDEMPOTENCY_TABLE: uniqueTableName('steps-crash'), ORDERS_TABLE: uniqueTableName('orders') };
+  let tables: Record<string, string> = {};
   const shop = () => ({
     DYNAMODB_ENDPOINT: endpoint,
     PAYMENTS_URL: provider.url,
@@ -30,6 +29,7 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
 
   beforeAll(async () => {
     endpoint = (await startStore('dynamodb-local')).endpoint;
+    tables = await tablesWithoutTtl(endpoint);
     provider = await start({ DYNAMODB_ENDPOINT: endpoint, ...tables });
     resuming = await start(shop());
   }, 90_000);

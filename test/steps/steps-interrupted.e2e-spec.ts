@@ -5,9 +5,9 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
-import { localClient, uniqueTableName } from '../support/dynalite';
+import { localClient } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { printed, providerSince, Purchase, reconcileOnce, startWorker } from './purchase-processes';
+import { printed, providerSince, Purchase, reconcileOnce, startWorker, tablesWithoutTtl } from './purchase-processes';
 
 /**
  * A purchase of two steps (charge, then receipt) stopped after its first step, and resumed by another process, on
@@ -22,7 +22,7 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
   let endpoint = '';
   let provider: DemoProcess;
   const stops: (() => Promise<void>)[] = [];
-  const tables = { IDEMPOTENCY_TABLE: uniqueTableName('steps-stopped'), ORDERS_TABLE: uniqueTableName('orders') };
+  let tables: Record<string, string> = {};
   const lease = { IDEMPOTENCY_PENDING_TTL_SECONDS: '2' }; // the worker's lease is 2 s too
 
   /** What a test needs of one way in: a process that buys (with a fault), and the retry through another process. */
@@ -114,6 +114,7 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
 
   beforeAll(async () => {
     endpoint = (await startStore('dynamodb-local')).endpoint;
+    tables = await tablesWithoutTtl(endpoint);
     provider = await startDemoProcess({ DYNAMODB_ENDPOINT: endpoint, ...tables });
     stops.push(() => provider.kill());
   }, 90_000);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -314,6 +314,36 @@ describe('IdempotencyContext.step through execute()', () => {
     });
     expect(resumed).toEqual({ debit: 'debited', charge: 'charged' });
     expect(debited).toBe(0);
+  });
+
+  it('starts over when the TTL deleted the record after its lease ended: each step runs again with its same key', async () => {
+    const tableName = await newTable();
+    const clock = testClock();
+    const a = await instance(tableName, {}, clock);
+    const key = newKey();
+    const keysSeen: string[] = [];
+    let started = false;
+    const abandoned = a.service.execute({ operation: 'checkout', key }, async (context) => {
+      await context.step('debit', ({ key: stepKey }) => keysSeen.push(stepKey));
+      started = true;
+      return new Promise<never>(() => undefined); // the owner died after step 1
+    });
+    void abandoned.catch(() => undefined);
+    await until(() => started);
+    clock.advanceSeconds(70);
+    // DynamoDB's TTL may delete an item any time after `expires_at`, which for a PENDING record is its lease's end.
+    await client.send(
+      new DeleteItemCommand({ TableName: tableName, Key: { pk: { S: recordKey('fn checkout', undefined, key) } } }),
+    );
+    const again = await a.service.execute({ operation: 'checkout', key }, (context) =>
+      context.step('debit', ({ key: stepKey, attempt }) => {
+        keysSeen.push(stepKey);
+        return attempt;
+      }),
+    );
+    expect(again).toBe(1); // nothing says it ran before
+    expect(keysSeen).toHaveLength(2);
+    expect(keysSeen[1]).toBe(keysSeen[0]); // so the downstream call is deduplicated by its own key
   });
 
   it('seals step results with encryption, and opens them when it resumes', async () => {

@@ -42,6 +42,8 @@ export interface OrdersApiConfig {
   replayCache: boolean;
   /** The module's table check at startup (IDEMPOTENCY_STARTUP_CHECK, default on; docs/lambda.md measures it). */
   startupCheck: boolean;
+  /** Create the tables if missing, with TTL on the idempotency table (CREATE_TABLES, default on; off: as deployed). */
+  createTables: boolean;
   /** The module's `unkeyedCalls` (IDEMPOTENCY_UNKEYED_CALLS, default `warn`). */
   unkeyedCalls: 'warn' | 'error' | 'off';
   /** `dynamodb` (default) or `memory`: the in-memory repository, to measure the module without DynamoDB. */
@@ -84,6 +86,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     reconcileIntervalSeconds: (integer(env, 'RECONCILE_INTERVAL_SECONDS', 0) ?? (onLambda(env) ? 0 : 60)) || undefined,
     replayCache: flag(env, 'IDEMPOTENCY_REPLAY_CACHE', true),
     startupCheck: flag(env, 'IDEMPOTENCY_STARTUP_CHECK', true),
+    createTables: flag(env, 'CREATE_TABLES', true),
     unkeyedCalls: oneOf(env, 'IDEMPOTENCY_UNKEYED_CALLS', ['warn', 'error', 'off'] as const),
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),

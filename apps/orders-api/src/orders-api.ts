@@ -40,17 +40,7 @@ export async function startOrdersApi(
   }
   const client = createDynamoClient(config, dynamo.endpoint);
   if (config.benchRoutes) countDynamoCalls(client);
-  await ensureIdempotencyTable(client, { tableName: config.idempotencyTable, ...config.idempotencyLayout });
-  const tableWithId = (TableName: string) => ({
-    TableName,
-    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
-    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
-    BillingMode: 'PAY_PER_REQUEST' as const,
-  });
-  // Single-table: the orders live beside the idempotency records, under that table's keys.
-  if (config.ordersTable !== config.idempotencyTable) await ensureTable(client, tableWithId(config.ordersTable));
-  if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
-
+  if (config.createTables) await createTables(config, client);
   const adapter = config.platform === 'fastify' ? new FastifyAdapter() : new ExpressAdapter();
   const levels = options.logger ?? [...LOG_LEVELS.slice(LOG_LEVELS.indexOf(config.logLevel))];
   const app = await NestFactory.create(AppModule.forRoot(config, client), adapter, { logger: levels });
@@ -94,4 +84,18 @@ export async function startOrdersApi(
       await dynamo.close();
     },
   };
+}
+
+/** The tables, created if missing (TTL enabled on the idempotency table's expiry attribute); CREATE_TABLES=0 skips it. */
+async function createTables(config: OrdersApiConfig, client: ReturnType<typeof createDynamoClient>): Promise<void> {
+  await ensureIdempotencyTable(client, { tableName: config.idempotencyTable, ...config.idempotencyLayout });
+  const tableWithId = (TableName: string) => ({
+    TableName,
+    AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' as const }],
+    KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' as const }],
+    BillingMode: 'PAY_PER_REQUEST' as const,
+  });
+  // Single-table: the orders live beside the idempotency records, under that table's keys.
+  if (config.ordersTable !== config.idempotencyTable) await ensureTable(client, tableWithId(config.ordersTable));
+  if (config.benchRoutes) await ensureTable(client, tableWithId(POWERTOOLS_TABLE));
 }
