@@ -25,6 +25,8 @@ module.exports = {
     'test/lambda/lambda-handler',
     'test/optimistic/crash',
     'test/steps/steps-crash',
+    'test/steps/steps-interrupted',
+    'test/steps/steps-lambda',
     'test/operations/admin-cli',
     'test/operations/reconcile-cli',
     'test/real-app/in-memory-heap',

@@ -68,6 +68,11 @@ export class LambdaContainer {
     return new Promise((resolve) => this.replies.set(invocation, resolve));
   }
 
+  /** The container's process id (what `process.pid` says inside it). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   freeze(): void {
     this.child.kill('SIGSTOP');
   }

@@ -20,16 +20,13 @@ export function orderEvent(source: EventSource, key: string | undefined, body: u
   return event;
 }
 
-/** A recorded event of the source sent to another path of the API (`POST /orders/{id}/receipts`, say), without a body. */
-export function pathEvent(source: EventSource, key: string, path: string): Record<string, unknown> {
-  const event = orderEvent(source, key, {});
-  delete event.body;
-  const headers = event.headers as Record<string, string>;
-  for (const name of Object.keys(headers)) if (/^content-(length|type)$/i.test(name)) delete headers[name];
-  const multiValueHeaders = event.multiValueHeaders as Record<string, string[]> | undefined;
-  for (const name of Object.keys(multiValueHeaders ?? {})) {
-    if (/^content-(length|type)$/i.test(name)) delete multiValueHeaders![name];
-  }
+/**
+ * A recorded event of the source sent to another path of the API (`POST /orders/{id}/receipts`, say): without a body,
+ * or with this JSON body.
+ */
+export function pathEvent(source: EventSource, key: string, path: string, body?: unknown): Record<string, unknown> {
+  const event = orderEvent(source, key, body ?? {});
+  if (body === undefined) withoutBody(event);
   const context = event.requestContext as Record<string, unknown> & { http?: { path: string } };
   if (source === 'api-gateway-v2') {
     event.rawPath = path;
@@ -43,6 +40,17 @@ export function pathEvent(source: EventSource, key: string, path: string): Recor
     }
   }
   return event;
+}
+
+/** The event without its body and its content headers. */
+function withoutBody(event: Record<string, unknown>): void {
+  delete event.body;
+  const headers = event.headers as Record<string, string>;
+  for (const name of Object.keys(headers)) if (/^content-(length|type)$/i.test(name)) delete headers[name];
+  const multiValueHeaders = event.multiValueHeaders as Record<string, string[]> | undefined;
+  for (const name of Object.keys(multiValueHeaders ?? {})) {
+    if (/^content-(length|type)$/i.test(name)) delete multiValueHeaders![name];
+  }
 }
 
 /** A Lambda context whose invocation must end `remainingMs` from now. */
