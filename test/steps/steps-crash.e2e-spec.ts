@@ -112,7 +112,7 @@ describeOnDynamoDbLocal('steps across processes on DynamoDB Local', () => {
       const thawed = await first;
       expect(thawed).toMatchObject({ status: 409 }); // its lease was lost: it stops, and nothing of it is stored
       expect((await since()).receipts).toHaveLength(1);
-      expect(freezing.output()).toMatch(/step refused/);
+      expect(freezing.output()).toMatch(/step refused: a step does not start once its caller may have lost the lease/);
       const replay = await retried(key);
       expect(replay).toMatchObject({ status: 201, replayed: true, body: answer.body });
     } finally {
