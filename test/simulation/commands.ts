@@ -161,6 +161,19 @@ export class Sweep extends Step {
   }
 }
 
+/**
+ * The table's TTL deletes the records past their `expires_at` (DynamoDB may, any time after): a COMPLETED or FAILED
+ * record past its retention, a PENDING one past its lease's end (with the steps a dead owner recorded).
+ */
+export class TtlDeletes extends Step {
+  async act(fleet: Fleet) {
+    await fleet.ttlDeletes();
+  }
+  toString() {
+    return 'ttl-deletes';
+  }
+}
+
 const instance = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: KEYS - 1 });
 
@@ -186,6 +199,7 @@ export const steps = [
     )
     .map(([i, k, how]) => new Remove(i, k, how)),
   instance.map((i) => new Sweep(i)),
+  fc.constant(new TtlDeletes()),
 ];
 
 /** Which instances keep a replay cache (instance 2 is the Lambda container). */

@@ -303,6 +303,14 @@ export class Fleet {
     if (current) Object.assign(current, { removedMs: this.time.ms, removedBy: by });
   }
 
+  /** The table's TTL: every record whose `expires_at` has passed by the true time is deleted (if unchanged since read). */
+  async ttlDeletes(): Promise<void> {
+    for (let key = 0; key < KEYS; key++) {
+      const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
+      if (record && record.expiresAt * 1000 < this.time.ms) await this.store.remove(record);
+    }
+  }
+
   /** Moves true time; a Lambda invocation past its deadline is timed out (its container frozen). */
   advance(seconds: number): void {
     this.time.ms += seconds * 1000;

@@ -16,7 +16,7 @@ export const INVARIANTS = {
   'admin-finds-keys':
     'The admin finds every key: an operator’s command that names a call’s operation, key and scope (a number typed as its digits) reaches the record the module wrote for it.',
   'steps-resume':
-    'A step runs once per request: its function never starts in a run whose record already holds its result, and a run that owns the record gets the recorded result.',
+    'A step runs once per request: its function never starts in a run whose record already holds its result, nor again for the same request before its record expires, and a run that owns the record gets the recorded result.',
   'own-items-only':
     'Only its own items: nothing the module does (requests, sweeps, operators’ commands) changes an item of the table that is not one of its records.',
 } as const;

@@ -40,6 +40,8 @@ export interface SimulatedStore {
   repositoryFor(clock: InstanceClock): InstanceRepository;
   /** A record as stored now (in a sort-key layout, in its scope's partition). */
   read(recordKey: string, scope?: string): Promise<IdempotencyRecord | undefined>;
+  /** Deletes the record as read, unless it changed since (the table's TTL deleting an expired item). */
+  remove(record: IdempotencyRecord): Promise<unknown>;
   /** What changed in items that are not the module's (undefined: nothing). */
   foreignChanges(): Promise<string | undefined>;
   /** Calls sent to the store that have not answered yet, from every instance. */
@@ -123,6 +125,7 @@ export function inMemoryStore(time: Time): SimulatedStore {
         () => (clock.current = undefined),
       ),
     read: (key) => store.get({ key }),
+    remove: ({ key, claimToken, status }) => store.remove({ key, claimToken, status }),
     foreignChanges: async () => undefined,
   };
 }
@@ -146,6 +149,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
     repositoryFor: (clock) =>
       new InstanceRepository(new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout }), pending),
     read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
+    remove: ({ key, partition, claimToken, status }) => reader.remove({ key, partition, claimToken, status }),
     foreignChanges: async () => {
       const { Item } = await client.send(
         new GetItemCommand({ TableName: tableName, Key: { PK: foreign.PK, SK: foreign.SK }, ConsistentRead: true }),
