@@ -7,7 +7,16 @@ import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
 import { localClient } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
-import { printed, providerSince, Purchase, reconcileOnce, startWorker, tablesWithoutTtl } from './purchase-processes';
+import {
+  Charge,
+  printed,
+  providerSince,
+  Purchase,
+  Receipt,
+  reconcileOnce,
+  startWorker,
+  tablesWithoutTtl,
+} from './purchase-processes';
 
 /**
  * A purchase of two steps (charge, then receipt) stopped after its first step, and resumed by another process, on
@@ -135,6 +144,25 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
   let keys = 0;
   const newKey = () => `interrupted-${Date.now()}-${++keys}`;
 
+  /** The retry's answer resumed the stopped run: one charge (that run's) and one receipt at the provider. */
+  async function resumed(
+    since: () => Promise<{ charges: Charge[]; receipts: Receipt[] }>,
+    answer: Purchase,
+    by: number,
+    ranHere: string[],
+  ) {
+    const { charges, receipts } = await since();
+    expect(charges).toHaveLength(1);
+    expect(receipts).toHaveLength(1);
+    expect(answer).toMatchObject({
+      chargeId: charges[0].chargeId,
+      chargedAt: charges[0].chargedAt,
+      chargedBy: by,
+      receiptId: receipts[0].receiptId,
+      ranHere,
+    });
+  }
+
   describe.each([
     ['HTTP', http],
     ['execute()', execute],
@@ -150,17 +178,7 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
       expect(released).toMatchObject({ status: 'FAILED', runs: 0 }); // that run started no step it did not record
       expect(Object.keys(released?.steps ?? {})).toEqual(['charge']);
 
-      const answer = await way.retry(key);
-      const { charges, receipts } = await since();
-      expect(charges).toHaveLength(1);
-      expect(receipts).toHaveLength(1);
-      expect(answer).toMatchObject({
-        chargeId: charges[0].chargeId,
-        chargedAt: charges[0].chargedAt,
-        chargedBy: failing.pid,
-        receiptId: receipts[0].receiptId,
-        ranHere: ['receipt#1'],
-      });
+      await resumed(since, await way.retry(key), failing.pid, ['receipt#1']);
     }, 60_000);
 
     it('killed after step 1, then swept by the reconciler: the sweep keeps the charge, the retry resumes', async () => {
@@ -178,17 +196,7 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
       expect(swept).toMatchObject({ status: 'FAILED', runs: 1 });
       expect(Object.keys(swept?.steps ?? {})).toEqual(['charge']);
 
-      const answer = await way.retry(key);
-      const { charges, receipts } = await since();
-      expect(charges).toHaveLength(1);
-      expect(receipts).toHaveLength(1);
-      expect(answer).toMatchObject({
-        chargeId: charges[0].chargeId,
-        chargedAt: charges[0].chargedAt,
-        chargedBy: crashing.pid,
-        receiptId: receipts[0].receiptId,
-        ranHere: ['receipt#2'],
-      });
+      await resumed(since, await way.retry(key), crashing.pid, ['receipt#2']);
     }, 60_000);
   });
 
@@ -201,10 +209,6 @@ describeOnDynamoDbLocal('steps resumed after an interruption, across processes o
     await crashing.kill();
     expect(await first).toBe('connection lost');
 
-    const answer = await execute.retry(key);
-    const { charges, receipts } = await since();
-    expect(charges).toHaveLength(1);
-    expect(receipts).toHaveLength(1);
-    expect(answer).toMatchObject({ chargeId: charges[0].chargeId, chargedBy: crashing.pid, ranHere: ['receipt#2'] });
+    await resumed(since, await execute.retry(key), crashing.pid, ['receipt#2']);
   }, 60_000);
 });
