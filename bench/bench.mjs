@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../scripts/free-port.mjs';
 import { startDelayProxy, LATENCY_MS } from './latency.mjs';
-import { capacitySection, goalsSection, latencySection, measureCapacity } from './sections.mjs';
+import { capacitySection, goalsSection, latencySection, measureCapacity, stepsSection } from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
 import { f0, f2, median, perRound, spreadOf } from './stats.mjs';
@@ -591,10 +591,11 @@ or any interceptor, cost.
 |---|---:|---|---:|---|
 ${references.join('\n')}
 
-## Settings measured apart
+## Recovery points (steps)
 
-[STEPS.md](STEPS.md): the DynamoDB calls and capacity units of requests with recovery points (steps), against the
-request without them, Powertools and a hand-written floor (\`bench/steps-capacity.ts\`, on DynamoDB Local).
+${stepsSection()}
+
+## Settings measured apart
 
 [MODULE-CPU.md](MODULE-CPU.md): what outcome events with nobody listening and the watch over unkeyed calls
 (\`unkeyedCalls\`) cost per call, measured with \`bench/module-cpu.ts\` on Node.js 20, 22 and 24.
