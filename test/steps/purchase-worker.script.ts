@@ -6,9 +6,8 @@
  * PURCHASE_FAULT: `pause-after-charge` announces `{ paused: 'after-charge' }` and waits for its end; `fail-after-charge`
  * throws an error that is not final after the charge.
  */
-import { INestApplicationContext } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { IdempotencyContext, IdempotencyModule, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { localClient } from '../support/dynalite';
@@ -55,7 +54,7 @@ async function purchase(context: IdempotencyContext) {
 }
 
 async function main(): Promise<void> {
-  const app: INestApplicationContext = await NestFactory.createApplicationContext(WorkerModule, { logger: ['warn'] });
+  const app = await NestFactory.createApplicationContext(WorkerModule, { logger: ['warn'] });
   const service = app.get(IdempotencyService);
   process.on('message', (job: { id: number; key: string }) => {
     // waitMs: a job for a key whose owner died waits for its lease to end, then takes it over.
