@@ -54,18 +54,24 @@ describe('StepJournal', () => {
   it('refuses a step once the steps of the request would take over 64 KB together, and records nothing of it', async () => {
     const call = newCall();
     const { journal } = await journalOf(call);
-    await journal.step('one', () => blob(25));
-    await journal.step('two', () => blob(25));
-    const bytes = call.steps?.bytes ?? 0;
-    expect(bytes).toBeGreaterThan(2 * 24 * 1024);
-    await expect(journal.step('three', () => blob(25))).rejects.toThrow(
-      new RegExp(
-        `step\\("three"\\): with it, this request's steps would take \\d+ bytes stored, over the limit of ${MAX_STEPS_BYTES} for all of them`,
-      ),
+    await journal.step('one', () => textOfStoredSize(30_000));
+    await journal.step('two', () => textOfStoredSize(30_000));
+    expect(call.steps?.bytes).toBe(60_000);
+    await expect(journal.step('three', () => textOfStoredSize(10_000))).rejects.toThrow(
+      `IdempotencyContext.step("three"): with it, this request's steps would take 70000 bytes stored, over the limit of ${MAX_STEPS_BYTES} for all of them.`,
     );
-    expect(call.steps?.bytes).toBe(bytes);
+    expect(call.steps?.bytes).toBe(60_000);
     const record = await repository.get({ key: call.recordKey });
     expect(record?.steps?.map(({ name }) => name)).toEqual(['one', 'two']);
+  });
+
+  it('takes steps of exactly 64 KB together', async () => {
+    const call = newCall();
+    const { journal } = await journalOf(call);
+    await journal.step('one', () => textOfStoredSize(MAX_STEP_RESULT_BYTES));
+    await journal.step('two', () => textOfStoredSize(MAX_STEPS_BYTES - MAX_STEP_RESULT_BYTES));
+    expect(call.steps?.bytes).toBe(MAX_STEPS_BYTES);
+    await expect(journal.step('three', () => '')).rejects.toThrow(RangeError);
   });
 
   it('counts the steps an earlier run recorded against the limits of the run that resumes', async () => {
@@ -113,7 +119,10 @@ describe('StepJournal', () => {
     const successor = await repository.claim({ key: call.recordKey, fingerprint: 'fp', leaseSeconds: 60 });
     expect(successor.claimed).toBe(true);
     lease.leaseEndsAt += LEASE_SECONDS + 1; // as if renewed, so only the refused write can tell
-    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const contexts: unknown[] = [];
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(function (this: Logger) {
+      contexts.push((this as unknown as { context: unknown }).context);
+    });
     const counted = jest.spyOn(telemetry, 'step');
     const refused = journal.step('charge', () => 'charged');
     await expect(refused).rejects.toThrow(IdempotencyLeaseLostError);
@@ -131,6 +140,7 @@ describe('StepJournal', () => {
       key: call.recordKey,
     });
     expect(counted.mock.calls).toEqual([['lease_lost'], ['lease_lost']]);
+    expect(contexts).toEqual(['Idempotency', 'Idempotency']);
   });
 
   it('refuses to record a step once its own call has completed the record, without calling the lease lost', async () => {

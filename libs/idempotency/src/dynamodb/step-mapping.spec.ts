@@ -1,0 +1,50 @@
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
+import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import { recordedSteps, StepItem, stepItem } from './step-mapping';
+
+/** A step's entry as DynamoDB hands it back (unmarshalled), from the entry written. */
+const asRead = (entry: ReturnType<typeof stepItem>) => unmarshall({ step: { M: entry.entries } }).step as StepItem;
+
+const typed = (body: unknown): StoredResponse => ({ statusCode: 200, headers: {}, body, bodyEncoding: 'typed' });
+const step = (result: StoredResponse, run = 1, recordedAt = 1_800_000_000): Omit<RecordedStep, 'bytes' | 'name'> => ({
+  result,
+  recordedAt,
+  attempt: 1,
+  run,
+});
+
+describe('step mapping', () => {
+  it('keeps a small result as text and compresses one over 0.7 KB, and reads both back with their stored size', () => {
+    const small = stepItem(step(typed({ chargeId: 'ch_1' })));
+    expect(small.entries.value).toEqual({ S: '{"chargeId":"ch_1"}' });
+    const text = 'x'.repeat(COMPRESS_RESPONSE_ABOVE_BYTES);
+    const large = stepItem(step(typed({ text })));
+    expect(large.entries.value.B).toBeInstanceOf(Uint8Array);
+    const [read] = recordedSteps({ large: asRead(large) });
+    expect(read.result).toEqual(typed({ text }));
+    expect(read.bytes).toBe((large.entries.value.B as Uint8Array).byteLength);
+    expect(read.bytes).toBeLessThan(COMPRESS_RESPONSE_ABOVE_BYTES);
+    expect(recordedSteps({ small: asRead(small) })[0]).toMatchObject({ bytes: 19, run: 1, attempt: 1 });
+  });
+
+  it('keeps JSON of exactly 0.7 KB as text', () => {
+    const body = 'y'.repeat(COMPRESS_RESPONSE_ABOVE_BYTES - 2); // its JSON, quotes included, takes exactly the limit
+    expect(stepItem(step(typed(body))).entries.value).toEqual({ S: JSON.stringify(body) });
+  });
+
+  it('keeps a sealed result as its envelope, measured as stored', () => {
+    const sealed = stepItem(step({ statusCode: 200, headers: {}, sealed: 'v1.abc.def' }));
+    const [read] = recordedSteps({ paid: asRead(sealed) });
+    expect(read).toMatchObject({ name: 'paid', result: { sealed: 'v1.abc.def' }, bytes: 10 });
+  });
+
+  it('reads the steps in the order they were recorded: by run, then by time', () => {
+    const steps = {
+      late: asRead(stepItem(step(typed(3), 2, 1_800_000_001))),
+      early: asRead(stepItem(step(typed(2), 2, 1_800_000_000))),
+      first: asRead(stepItem(step(typed(1), 1, 1_800_000_005))),
+    };
+    expect(recordedSteps(steps).map(({ name }) => name)).toEqual(['first', 'early', 'late']);
+  });
+});
