@@ -182,8 +182,10 @@ describe('InMemoryIdempotencyRepository partitions and writes', () => {
     await repository.claim({ key: 'unscoped', fingerprint: 'fp', leaseSeconds: 30 });
     expect(await records(repository, 'tenant-1')).toEqual(['claimed', 'put']);
     expect(await records(repository)).toEqual(['claimed', 'elsewhere', 'put', 'unscoped']);
-    // A record without a partition has no such field (a copy handed out carries only the fields it has).
+    // A record without a partition has no such field, nor a PENDING one a completion time (a copy handed out carries
+    // only the fields it has).
     expect(Object.keys((await repository.get({ key: 'unscoped' }))!)).not.toContain('partition');
+    expect(Object.keys((await repository.get({ key: 'unscoped' }))!)).not.toContain('completedAt');
     expect((await repository.get({ key: 'claimed' }))?.partition).toBe('tenant-1');
   });
 

@@ -74,7 +74,9 @@ export function stepCases(c: ContractContext): void {
     const at = newKey();
     const first = won(await claimWith(at));
     await record(at, first.claimToken, 'debit');
+    strictEqual((await c.repository.get(at))?.runs, 1, 'the record counts the runs that claimed it');
     await c.repository.fail({ ...at, claimToken: first.claimToken, ttlSeconds: 300, forgetRun: true });
+    strictEqual((await c.repository.get(at))?.runs, 0, 'a run released with forgetRun is taken off');
     const second = won(await claimWith(at));
     strictEqual(second.run, 1, 'the first run started no step it did not record');
     await c.repository.fail({ ...at, claimToken: second.claimToken, ttlSeconds: 300 });
