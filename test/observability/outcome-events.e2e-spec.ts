@@ -143,7 +143,7 @@ describe.each(PLATFORMS)('outcome events on %s', (platform: Platform) => {
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
       expect(replay.text).toBe(first.text);
       // Two events, two throws: one log line (the only test whose hook throws, so the minute starts here).
-      const logged = logs.at('error').filter((entry) => JSON.stringify(entry).includes('onOutcome hook threw'));
+      const logged = logs.at('error').filter((entry) => JSON.stringify(entry).includes('onOutcome hook failed'));
       expect(logged).toHaveLength(1);
       expect(JSON.stringify(logged[0])).toContain('the metrics backend is down');
     } finally {

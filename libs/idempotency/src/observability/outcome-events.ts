@@ -57,22 +57,51 @@ export class OutcomeEvents {
     const status =
       statusCode ?? (outcome === 'executed' || outcome === 'replayed' ? undefined : PROBLEMS[outcome].status);
     if (status !== undefined) event.statusCode = status;
-    if (outcomeChannel.hasSubscribers) outcomeChannel.publish(event);
-    if (this.hook) this.callHook(this.hook, event);
+    if (outcomeChannel.hasSubscribers) {
+      for (const subscriber of channelSubscribers()) this.callHook('a subscriber of the outcome channel', subscriber, event);
+    }
+    if (this.hook) this.callHook('the onOutcome hook', this.hook, event);
   }
 
-  private callHook(hook: (event: IdempotencyOutcomeEvent) => void, event: IdempotencyOutcomeEvent): void {
+  /**
+   * Calls a listener the application gave; what it throws or its promise rejects with is logged, at most once a minute
+   * (for every listener together), and never reaches the answer or the process.
+   */
+  private callHook(who: string, hook: OutcomeListener, event: IdempotencyOutcomeEvent): void {
+    const failed = (error: unknown) => this.logHookError(who, event, error);
     try {
-      hook(event);
+      const returned = hook(event, OUTCOME_CHANNEL) as unknown;
+      if (isThenable(returned)) returned.then(undefined, failed);
     } catch (error) {
-      const now = performance.now();
-      if (now - this.lastHookErrorMs < HOOK_ERROR_LOG_INTERVAL_MS) return;
-      this.lastHookErrorMs = now;
-      OutcomeEvents.logger.error({
-        msg: 'the onOutcome hook threw; the answer is unchanged (logged at most once a minute)',
-        operation: event.operation,
-        error: String(error),
-      });
+      failed(error);
     }
   }
+
+  private logHookError(who: string, event: IdempotencyOutcomeEvent, error: unknown): void {
+    const now = performance.now();
+    if (now - this.lastHookErrorMs < HOOK_ERROR_LOG_INTERVAL_MS) return;
+    this.lastHookErrorMs = now;
+    OutcomeEvents.logger.error({
+      msg: `${who} failed; the answer is unchanged (listener errors are logged at most once a minute)`,
+      operation: event.operation,
+      error: String(error),
+    });
+  }
+}
+
+type OutcomeListener = (event: IdempotencyOutcomeEvent, name: string) => unknown;
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
+
+/**
+ * The channel's subscribers, called one by one so that one that throws or rejects is caught here: the channel's own
+ * `publish` rethrows a subscriber's error as an uncaught exception, which ends the process. Node 20 to 24 keep them in
+ * `_subscribers`; should a later Node not, they are called through `publish` (a throwing subscriber then is Node's).
+ */
+function channelSubscribers(): OutcomeListener[] {
+  const subscribers = (outcomeChannel as unknown as { _subscribers?: unknown })._subscribers;
+  if (Array.isArray(subscribers)) return [...(subscribers as OutcomeListener[])];
+  return [(event) => outcomeChannel.publish(event)];
 }

@@ -73,10 +73,11 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
   /**
    * Called once per protected call with its outcome (executed, replayed, in-flight, mismatch …), its transport,
    * operation, record key, status and duration: business metrics, finding the record a request created. The same
-   * events go to the `nestjs-dynamodb-idempotency:outcome` diagnostics channel. A hook that throws never changes the
-   * answer (logged at most once a minute); keep it fast, it runs on the request's path.
+   * events go to the `nestjs-dynamodb-idempotency:outcome` diagnostics channel. A hook that throws, or whose promise
+   * rejects, never changes the answer nor ends the process (logged at most once a minute); keep it fast, it runs on
+   * the request's path (an async one is not awaited).
    */
-  onOutcome?: (event: IdempotencyOutcomeEvent) => void;
+  onOutcome?: (event: IdempotencyOutcomeEvent) => void | Promise<void>;
   /**
    * Side effects a protected call sends without a key, which a re-run would repeat (docs/clients.md): an HTTP request
    * other than GET, HEAD or OPTIONS without an `Idempotency-Key` header (`fetch`, `node:http`, axios), and a DynamoDB
