@@ -50,6 +50,35 @@ class ChosenFingerprintController {
     return { ran: true };
   }
 
+  @Post('set')
+  @Idempotent({ fingerprint: ({ body }) => ({ items: new Set(body.items) }) })
+  set(@Body() body: { items: string[] }, @Req() request: any) {
+    this.runs.count(request.headers['idempotency-key']);
+    return { ordered: body.items };
+  }
+
+  @Post('map')
+  @Idempotent({ fingerprint: ({ body }) => new Map(Object.entries(body)) })
+  map(@Req() request: any) {
+    this.runs.count(request.headers['idempotency-key']);
+    return { ran: true };
+  }
+
+  @Post('nan')
+  // price is absent from the requests: NaN
+  @Idempotent({ fingerprint: ({ body }) => ({ price: Number(body.price) }) })
+  nan(@Req() request: any) {
+    this.runs.count(request.headers['idempotency-key']);
+    return { ran: true };
+  }
+
+  @Post('date')
+  @Idempotent({ fingerprint: ({ body }) => ({ at: new Date(body.at) }) })
+  date(@Req() request: any) {
+    this.runs.count(request.headers['idempotency-key']);
+    return { ran: true };
+  }
+
   @Post('nothing')
   @Idempotent({ fingerprint: () => undefined })
   nothing(@Req() request: any) {
@@ -119,11 +148,27 @@ describe.each(PLATFORMS)('a route that chooses its fingerprint, on %s', (platfor
     expect(JSON.parse(other.text)).toMatchObject({ account: 'acc-1' });
   });
 
+  it('never lets two different values share a fingerprint: an order of plum never gets the answer of apple and pear', async () => {
+    const key = newKey();
+    const first = await post(`${app.url}/chosen/set`, { items: ['apple', 'pear'] }, { 'Idempotency-Key': key });
+    const other = await post(`${app.url}/chosen/set`, { items: ['plum'] }, { 'Idempotency-Key': key });
+    for (const response of [first, other]) {
+      expect(response.status).toBe(500);
+      expect(JSON.parse(response.text)).toMatchObject({ type: ProblemType.fingerprintFailed });
+    }
+    expect(other.text).not.toContain('apple');
+    expect(RunsByKey.of(key)).toBe(0);
+  });
+
   it.each([
     ['throws', 'the fingerprint function broke'],
     ['promise', 'it returned a promise'],
     ['bigint', 'BigInt'],
     ['nothing', 'it returned undefined'],
+    ['set', 'holds a Set'],
+    ['map', 'holds a Map'],
+    ['nan', 'holds NaN'],
+    ['date', 'holds an invalid Date'],
   ])(
     'a function that fails (%s) answers 500 fingerprint-failed, logged with the route; nothing is claimed, the handler does not run',
     async (route, why) => {

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { canonicalJson, fingerprintRequest } from './fingerprint';
+import { canonicalJson, fingerprintRequest, fingerprintValue } from './fingerprint';
 import { recordKey } from './record-key';
 import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
@@ -135,5 +135,43 @@ describe('fingerprintRequest', () => {
     ['body', { body: { a: 1, b: 3 } }],
   ])('changes with the %s', (_, change) => {
     expect(fingerprintRequest({ ...base, ...change })).not.toBe(fingerprintRequest(base));
+  });
+});
+
+describe('fingerprintValue', () => {
+  it.each([
+    ['a Set', { items: new Set(['apple']) }, 'a Set'],
+    ['a Map', [new Map([['a', 1]])], 'a Map'],
+    ['NaN', { amount: NaN }, 'NaN'],
+    ['Infinity', [Infinity], 'Infinity'],
+    ['an invalid Date', { at: new Date('not a date') }, 'an invalid Date'],
+    ['a function', { pay: () => 1 }, 'a function'],
+    ['a RegExp', /a/, 'a RegExp'],
+  ])('refuses %s, which JSON writes as another value', (_name, value, why) => {
+    expect(() => fingerprintValue(value)).toThrow(new RegExp(`holds ${why}`));
+  });
+
+  it('takes what JSON tells apart: a valid Date as its ISO text, an absent member as absent', () => {
+    const at = new Date('2026-12-04T10:00:00Z');
+    expect(fingerprintValue({ at })).toBe(fingerprintValue({ at: '2026-12-04T10:00:00.000Z' }));
+    expect(fingerprintValue({ a: 1, coupon: undefined })).toBe(fingerprintValue({ a: 1 }));
+  });
+
+  it('gives different fingerprints to different JSON values (property)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.jsonValue(), (a, b) => {
+        fc.pre(canonicalJson(a) !== canonicalJson(b));
+        expect(fingerprintValue(a)).not.toBe(fingerprintValue(b));
+      }),
+    );
+  });
+});
+
+describe('request bodies', () => {
+  it('hash NaN in a body as JSON sends it (null), as before: only chosen values are strict', () => {
+    const input = { method: 'POST', route: '/r' };
+    expect(fingerprintRequest({ ...input, body: { a: NaN } })).toBe(
+      fingerprintRequest({ ...input, body: { a: null } }),
+    );
   });
 });

@@ -24,9 +24,13 @@ export function fingerprintRequest({ method, route, params, query, body, files }
   return sha256(canonicalJson(parts));
 }
 
-/** SHA-256 (hex) of any JSON value in canonical form: the fingerprint of a programmatic call. */
+/**
+ * SHA-256 (hex) of any JSON value in canonical form: the fingerprint of a programmatic call, a message, a route's own
+ * `fingerprint` function. A value JSON cannot tell apart from another (a Set, a Map, NaN, an invalid Date, a function)
+ * is refused with a TypeError: two different requests would share one fingerprint.
+ */
 export function fingerprintValue(value: unknown): string {
-  return sha256(canonicalJson(value ?? null));
+  return sha256(canonicalJson(value ?? null, 0, true));
 }
 
 /** Node's one-shot `crypto.hash` (20.12 and later): the same digest without a Hash object per call. */
@@ -40,8 +44,8 @@ export function sha256(text: string): string {
  * JSON with object keys sorted at every level, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same request.
  * Values become what `JSON.stringify` would send (toJSON, undefined dropped); Buffers hash by content.
  */
-export function canonicalJson(value: unknown, depth = 0): string {
-  return canonicalAsIs(value, depth) ? JSON.stringify(value) : (canonical(value, depth) ?? 'null');
+export function canonicalJson(value: unknown, depth = 0, strict = false): string {
+  return canonicalAsIs(value, depth) ? JSON.stringify(value) : (canonical(value, depth, strict) ?? 'null');
 }
 
 /**
@@ -52,7 +56,7 @@ export function canonicalJson(value: unknown, depth = 0): string {
 function canonicalAsIs(value: unknown, depth: number): boolean {
   if (depth > MAX_DEPTH) return false;
   if (typeof value !== 'object')
-    return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+    return typeof value === 'string' || typeof value === 'boolean' || Number.isFinite(value);
   if (value === null) return true;
   const prototype = Object.getPrototypeOf(value);
   if (prototype === Array.prototype) {
@@ -70,10 +74,14 @@ function canonicalAsIs(value: unknown, depth: number): boolean {
   return true;
 }
 
-/** One pass over the value (each `toJSON` called once); undefined for what `JSON.stringify` leaves out. */
-function canonical(value: unknown, depth: number): string | undefined {
+/**
+ * One pass over the value (each `toJSON` called once); undefined for what `JSON.stringify` leaves out. `strict`: what
+ * JSON would write as another value (NaN as null, a Set as {}) or leave out (a function) is refused.
+ */
+function canonical(value: unknown, depth: number, strict: boolean): string | undefined {
   if (depth > MAX_DEPTH)
     throw new IdempotencyRequestInvalidError(`The request is nested deeper than ${MAX_DEPTH} levels.`);
+  if (strict) refuseAmbiguous(value);
   if (typeof value !== 'object' || value === null) {
     return typeof value === 'function' || typeof value === 'symbol' ? undefined : JSON.stringify(value);
   }
@@ -83,17 +91,40 @@ function canonical(value: unknown, depth: number): string | undefined {
   let out: string;
   if (Array.isArray(json)) {
     out = '[';
-    for (let i = 0; i < json.length; i++) out += `${i ? ',' : ''}${canonical(json[i], depth + 1) ?? 'null'}`;
+    for (let i = 0; i < json.length; i++) out += `${i ? ',' : ''}${canonical(json[i], depth + 1, strict) ?? 'null'}`;
     return `${out}]`;
   }
   const keys = Object.keys(json);
   if (keys.length === 0) return '{}';
   out = '';
   for (const key of inOrder(keys) ? keys : keys.sort()) {
-    const member = canonical((json as Record<string, unknown>)[key], depth + 1);
+    const member = canonical((json as Record<string, unknown>)[key], depth + 1, strict);
     if (member !== undefined) out += `${out ? ',' : ''}${JSON.stringify(key)}:${member}`;
   }
   return `{${out}}`;
+}
+
+/** Objects whose contents JSON does not write: each would hash as `{}`, whatever it holds. */
+const OPAQUE: readonly [new (...args: never[]) => object, string][] = [
+  [Set, 'a Set (return [...set].sort() for one whose order does not count)'],
+  [Map, 'a Map (return Object.fromEntries(map))'],
+  [WeakSet, 'a WeakSet'],
+  [WeakMap, 'a WeakMap'],
+  [RegExp, 'a RegExp (return its source)'],
+  [Promise, 'a promise'],
+  [Error, 'an Error'],
+];
+
+/** A value two different requests could share a fingerprint through, refused by name. */
+function refuseAmbiguous(value: unknown): void {
+  let what: string | undefined;
+  if (typeof value === 'number' && !Number.isFinite(value)) what = `${value} (JSON writes it as null)`;
+  else if (typeof value === 'function' || typeof value === 'symbol') what = `a ${typeof value} (JSON leaves it out)`;
+  else if (value instanceof Date && Number.isNaN(value.getTime())) what = 'an invalid Date (JSON writes it as null)';
+  else if (typeof value === 'object' && value !== null) what = OPAQUE.find(([type]) => value instanceof type)?.[1];
+  if (what !== undefined) {
+    throw new TypeError(`the fingerprint's value holds ${what}: two different requests would share one fingerprint`);
+  }
 }
 
 /** Keys already sorted (a client that sends them in order, a single key) need no sort, which allocates. */
