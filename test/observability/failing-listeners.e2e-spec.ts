@@ -59,7 +59,9 @@ describe('outcome listeners that fail', () => {
     expect(child.exitCode).toBeNull();
     expect(output).not.toMatch(/Unhandled|uncaught/i);
     // Six failures in all (three listeners, two calls): one line, naming the first that failed.
-    const lines = output.split('\n').filter((line) => line.includes('listener errors are logged at most once a minute'));
+    const lines = output
+      .split('\n')
+      .filter((line) => line.includes('listener errors are logged at most once a minute'));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('a subscriber of the outcome channel failed');
     expect(output).toContain('Error: subscriber threw');

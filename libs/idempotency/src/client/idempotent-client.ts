@@ -23,7 +23,8 @@ export interface IdempotentRequestOptions {
   headers?: Record<string, string>;
   /**
    * The call's key. Default: `deriveKey(name)` inside a protected call when `name` is given; else, inside a step
-   * (`IdempotencyContext.step`), the step's key; else a new UUID.
+   * (`IdempotencyContext.step`), the step's key, for the step's first such call only (a second one without `key` or
+   * `name` throws before it is sent); else a new UUID.
    */
   key?: string;
   /** Inside a protected call: the key is the call's `deriveKey(name)`, the same on every retry of the parent. */

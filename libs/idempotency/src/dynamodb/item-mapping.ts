@@ -5,7 +5,7 @@ import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { RECORD_KEY_SHAPE } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
-import { MapValue, recordedSteps, StepItem } from './step-mapping';
+import { MapValue, recordedSteps } from './step-mapping';
 import { RecordAttribute, TableLayout } from './table-layout';
 
 /** A record's attributes besides its key, by their default names (see the docs' stored item). */
@@ -109,7 +109,7 @@ export function recordFromItem(
     return undefined;
   const completedAt = read('completed_at');
   const response = read('response');
-  const steps = read('steps') as Record<string, StepItem> | undefined;
+  const steps = (attributes as Record<string, AttributeValue | undefined>)[layout.names.steps]?.M;
   const runs = read('runs');
   return {
     key,

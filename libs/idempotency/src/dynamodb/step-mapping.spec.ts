@@ -1,10 +1,9 @@
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
 import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
-import { recordedSteps, StepItem, stepItem } from './step-mapping';
+import { recordedSteps, stepItem } from './step-mapping';
 
-/** A step's entry as DynamoDB hands it back (unmarshalled), from the entry written. */
-const asRead = (entry: ReturnType<typeof stepItem>) => unmarshall({ step: { M: entry.entries } }).step as StepItem;
+/** A step's entry as DynamoDB hands it back (a map attribute), from the entry written. */
+const asRead = (entry: ReturnType<typeof stepItem>) => ({ M: entry.entries });
 
 const typed = (body: unknown): StoredResponse => ({ statusCode: 200, headers: {}, body, bodyEncoding: 'typed' });
 const step = (result: StoredResponse, run = 1, recordedAt = 1_800_000_000): Omit<RecordedStep, 'bytes' | 'name'> => ({
@@ -46,5 +45,15 @@ describe('step mapping', () => {
       first: asRead(stepItem(step(typed(1), 1, 1_800_000_005))),
     };
     expect(recordedSteps(steps).map(({ name }) => name)).toEqual(['first', 'early', 'late']);
+  });
+
+  it('reads a step named __proto__ (or constructor) as any other: a map key is never an assignment', () => {
+    // As the SDK hands a map back (parsed JSON): `__proto__` is an own key.
+    const written = { p: asRead(stepItem(step(typed('p'), 1, 1))), c: asRead(stepItem(step(typed('c'), 1, 2))) };
+    const steps = JSON.parse(JSON.stringify(written).replace('"p":', '"__proto__":').replace('"c":', '"constructor":'));
+    expect(recordedSteps(steps).map(({ name, result }) => [name, result.body])).toEqual([
+      ['__proto__', 'p'],
+      ['constructor', 'c'],
+    ]);
   });
 });

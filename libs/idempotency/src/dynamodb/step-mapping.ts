@@ -1,4 +1,5 @@
 import { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
 import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
@@ -33,9 +34,14 @@ export function stepItem({ result, recordedAt, attempt, run }: Omit<RecordedStep
   return new MapValue({ value, ...times });
 }
 
-/** The `steps` map as read (unmarshalled), in the order they were recorded. */
-export function recordedSteps(steps: Record<string, StepItem>): RecordedStep[] {
+/**
+ * The `steps` map as DynamoDB returns it (not unmarshalled: `unmarshall` assigns each map key, and a step named
+ * `__proto__` would vanish), in the order they were recorded. Only each step's own attributes, of fixed names, are
+ * unmarshalled.
+ */
+export function recordedSteps(steps: Record<string, AttributeValue>): RecordedStep[] {
   return Object.entries(steps)
+    .map(([name, step]) => [name, unmarshall(step.M ?? {}) as StepItem] as const)
     .map(([name, { value, sealed, at, attempt, run }]) => ({
       name,
       result: stepResult(value, sealed),

@@ -58,7 +58,8 @@ export class OutcomeEvents {
       statusCode ?? (outcome === 'executed' || outcome === 'replayed' ? undefined : PROBLEMS[outcome].status);
     if (status !== undefined) event.statusCode = status;
     if (outcomeChannel.hasSubscribers) {
-      for (const subscriber of channelSubscribers()) this.callHook('a subscriber of the outcome channel', subscriber, event);
+      for (const subscriber of channelSubscribers())
+        this.callHook('a subscriber of the outcome channel', subscriber, event);
     }
     if (this.hook) this.callHook('the onOutcome hook', this.hook, event);
   }

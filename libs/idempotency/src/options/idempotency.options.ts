@@ -77,7 +77,7 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    * rejects, never changes the answer nor ends the process (logged at most once a minute); keep it fast, it runs on
    * the request's path (an async one is not awaited).
    */
-  onOutcome?: (event: IdempotencyOutcomeEvent) => void | Promise<void>;
+  onOutcome?: (event: IdempotencyOutcomeEvent) => void;
   /**
    * Side effects a protected call sends without a key, which a re-run would repeat (docs/clients.md): an HTTP request
    * other than GET, HEAD or OPTIONS without an `Idempotency-Key` header (`fetch`, `node:http`, axios), and a DynamoDB

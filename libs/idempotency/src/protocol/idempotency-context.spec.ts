@@ -16,20 +16,24 @@ const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { 
 function claim(overrides: Partial<RunningClaim> = {}): RunningClaim {
   return {
     recordKey: 'POST /orders#abc',
+    fingerprint: 'f'.repeat(64),
     claimToken: 'token',
     canCommitWith: true,
     writes: [],
     open: true,
-    steps: new UnrecordedSteps('POST /orders#abc'),
+    steps: new UnrecordedSteps({ recordKey: 'POST /orders#abc', fingerprint: 'f'.repeat(64) }),
     ...overrides,
   };
 }
 
 describe('IdempotencyContext bound to a call', () => {
-  it('derives a provider key as SHA-256 of the record key and the name: stable across releases, so re-runs match', () => {
+  it('derives a provider key as SHA-256 of the record key, the fingerprint and the name: the same for every run of one request', () => {
     const context = boundContext(claim());
-    const expected = createHash('sha256').update('derived\0POST /orders#abc\0provider').digest('hex');
+    const fingerprint = 'f'.repeat(64);
+    const expected = createHash('sha256').update(`derived\0POST /orders#abc\0${fingerprint}\0provider`).digest('hex');
     expect(context.deriveKey('provider')).toBe(expected);
+    // Another request under the same client key (it restarted a FAILED record) gets other keys.
+    expect(boundContext(claim({ fingerprint: 'e'.repeat(64) })).deriveKey('provider')).not.toBe(expected);
   });
 
   it('refuses to derive a key without a name', () => {

@@ -11,6 +11,8 @@ import { StepFunction, StepRunner, UnrecordedSteps } from './step-runner';
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {
   recordKey: string;
+  /** The request's fingerprint: derived keys differ between different requests under one client key. */
+  fingerprint: string;
   claimToken: string;
   /** Whether the repository can commit writes with the completion (it supports transactions). */
   canCommitWith: boolean;
@@ -37,7 +39,7 @@ export function runningClaim(): RunningClaim | undefined {
 // runs in for `deriveKey(name)` here.
 (globalThis as Record<symbol, unknown>)[DERIVE_KEY_HOOK] = (name: string): string | undefined => {
   const claim = claims.getStore();
-  return claim && derivedKeyOf(claim.recordKey, name);
+  return claim && derivedKeyOf(claim, name);
 };
 
 /**
@@ -139,7 +141,7 @@ export class IdempotencyContext {
   deriveKey(name: string): string {
     if (typeof name !== 'string' || name.length === 0)
       throw new TypeError('IdempotencyContext.deriveKey needs a name.');
-    return derivedKeyOf(this.running('deriveKey').recordKey, name);
+    return derivedKeyOf(this.running('deriveKey'), name);
   }
 
   /**

@@ -41,7 +41,7 @@ export class OptimisticRun {
   async run<T>(call: ProtectedCall, work: ProtectedWork<T>): Promise<OptimisticOutcome<T>> {
     const claimToken = randomUUID();
     const route = () => work.origin?.().operation ?? call.recordKey;
-    const steps = new UnrecordedSteps(call.recordKey, route);
+    const steps = new UnrecordedSteps(call, route);
     const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.deps, steps);
     const stored = finalOutcome(this.logger, call, work, outcome, writes);
     const replay = stored ? await this.store(call, claimToken, stored, writes) : await this.storedBefore(call);

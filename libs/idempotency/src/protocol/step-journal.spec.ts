@@ -149,10 +149,22 @@ describe('StepJournal', () => {
     const response = { statusCode: 200, headers: {}, body: 'done' };
     await repository.complete({ key: call.recordKey, claimToken: claim.claimToken, response, ttlSeconds: 60 });
     const late = journal.step('late', () => 'too late');
-    await expect(late).rejects.toThrow('IdempotencyContext.step("late"): the call has already ended.');
+    await expect(late).rejects.toThrow(
+      'IdempotencyContext.step("late"): the call has already ended; its result was not recorded.',
+    );
     await expect(late).rejects.not.toBeInstanceOf(IdempotencyLeaseLostError);
     expect(lease.leaseLost).toBe(false);
     expect(call.steps?.unfinished).toBe(1);
+  });
+
+  it('refuses a step of work its call left running before its function starts, once the call ended', async () => {
+    const { journal } = await journalOf(newCall());
+    journal.end();
+    const fn = jest.fn();
+    await expect(journal.step('late', fn)).rejects.toThrow(
+      'IdempotencyContext.step("late"): the call has already ended; the step was not started.',
+    );
+    expect(fn).not.toHaveBeenCalled();
   });
 });
 

@@ -45,6 +45,7 @@ export class StepJournal implements StepRunner {
   /** The run that recorded the latest step (1 if none): a step not recorded may have been started by every run since. */
   private base = 1;
   private readonly ledger: StepLedger = { bytes: 0, unfinished: 0 };
+  private ended = false;
 
   constructor(
     private readonly deps: StepJournalDependencies,
@@ -60,8 +61,13 @@ export class StepJournal implements StepRunner {
     call.steps = this.ledger;
   }
 
+  end(): void {
+    this.ended = true;
+  }
+
   async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
     uniqueName(this.names, name);
+    if (this.ended) throw callEnded(name, 'the step was not started');
     const { telemetry } = this.deps;
     const recorded = this.recorded.get(name);
     if (recorded) {
@@ -72,7 +78,7 @@ export class StepJournal implements StepRunner {
     const { recordKey } = this.call;
     const attempt = this.claim.run - this.base + 1;
     this.ledger.unfinished++;
-    const key = derivedKeyOf(recordKey, name);
+    const key = derivedKeyOf(this.call, name);
     const value = await telemetry.stepSpan(recordKey, name, attempt, async () => runStep(fn, { key, attempt }));
     await this.record(name, attempt, value);
     this.ledger.unfinished--;
@@ -99,7 +105,7 @@ export class StepJournal implements StepRunner {
       this.lease.leaseLost = true;
       throw this.lost('its result was not recorded: another caller holds the key now', written.current);
     }
-    if (!written.ok) throw new Error(`IdempotencyContext.step(${JSON.stringify(name)}): the call has already ended.`);
+    if (!written.ok) throw callEnded(name, 'its result was not recorded');
     this.base = run;
     this.ledger.bytes += bytes;
     telemetry.step('run');
@@ -124,6 +130,11 @@ export class StepJournal implements StepRunner {
     const retryAfter = current === undefined ? 1 : retryAfterSeconds(this.call, current, now);
     return new IdempotencyLeaseLostError(retryAfter);
   }
+}
+
+/** A step of work the call left running, once the call ended: nothing of it would be kept. */
+function callEnded(name: string, what: string): Error {
+  return new Error(`IdempotencyContext.step(${JSON.stringify(name)}): the call has already ended; ${what}.`);
 }
 
 /** A step's result over its limit, or over what the request's steps may take together, is refused. */

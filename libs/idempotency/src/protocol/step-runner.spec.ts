@@ -37,12 +37,14 @@ describe('UnrecordedSteps', () => {
   it("runs each step with its record's step key and warns once per route that nothing is recorded", async () => {
     const route = `POST /unrecorded-${Date.now()}`;
     const seen: StepInfo[] = [];
-    const first = new UnrecordedSteps('record-1', () => route);
+    const first = new UnrecordedSteps({ recordKey: 'record-1', fingerprint: 'fp' }, () => route);
     expect(await first.step('charge', (info) => (seen.push(info), 'charged'))).toBe('charged');
-    await new UnrecordedSteps('record-2', () => route).step('charge', (info) => seen.push(info));
+    await new UnrecordedSteps({ recordKey: 'record-2', fingerprint: 'fp' }, () => route).step('charge', (info) =>
+      seen.push(info),
+    );
     expect(seen).toEqual([
-      { key: derivedKeyOf('record-1', 'charge'), attempt: 1 },
-      { key: derivedKeyOf('record-2', 'charge'), attempt: 1 },
+      { key: derivedKeyOf({ recordKey: 'record-1', fingerprint: 'fp' }, 'charge'), attempt: 1 },
+      { key: derivedKeyOf({ recordKey: 'record-2', fingerprint: 'fp' }, 'charge'), attempt: 1 },
     ]);
     expect(warnings).toEqual([
       {
@@ -53,7 +55,10 @@ describe('UnrecordedSteps', () => {
         },
       },
     ]);
-    await new UnrecordedSteps('record-3', () => `${route}/other`).step('charge', () => undefined);
+    await new UnrecordedSteps({ recordKey: 'record-3', fingerprint: 'fp' }, () => `${route}/other`).step(
+      'charge',
+      () => undefined,
+    );
     expect(warnings).toHaveLength(2);
   });
 

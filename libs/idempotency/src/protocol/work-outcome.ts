@@ -63,6 +63,7 @@ function runClaimed<T>(
   const { watch } = environment;
   const claim: RunningClaim = {
     recordKey: call.recordKey,
+    fingerprint: call.fingerprint,
     claimToken,
     canCommitWith,
     writes: [],
@@ -73,6 +74,7 @@ function runClaimed<T>(
   };
   const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;
+    steps.end?.();
     return { outcome, writes };
   };
   let running: Promise<T>;

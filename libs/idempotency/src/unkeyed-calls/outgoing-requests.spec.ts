@@ -25,11 +25,12 @@ class SeenWatch extends UnkeyedCallWatch {
 function inClaim(watch: UnkeyedCallWatch, fn: () => void): void {
   const claim: RunningClaim = {
     recordKey: 'r',
+    fingerprint: 'f',
     claimToken: 't',
     canCommitWith: false,
     writes: [],
     open: true,
-    steps: new UnrecordedSteps('r'),
+    steps: new UnrecordedSteps({ recordKey: 'r', fingerprint: 'f' }),
   };
   claim.watch = watch;
   claim.route = () => 'POST /orders';
