@@ -227,7 +227,9 @@ describe('IdempotencyContext.step through execute()', () => {
     const large = service.execute({ operation: 'checkout', key: newKey() }, (context) =>
       context.step('blob', () => ({ bytes: randomBytes(40_000) })),
     );
-    await expect(large).rejects.toThrow(/step\("blob"\): its result takes \d+ bytes stored, over the limit of 32768/);
+    await expect(large).rejects.toThrow(
+      /step\("blob"\): it takes \d+ bytes stored \(its name and result\), over the limit of 32768/,
+    );
   });
 
   it('refuses to start a step once the lease has passed by its own clock, and keeps the successor’s answer', async () => {

@@ -40,9 +40,18 @@ export const MAX_CLAIM_ATTEMPTS = 3;
 /** Seconds a client is told to wait after the store throttled or failed. */
 export const STORE_RETRY_AFTER_SECONDS = 1;
 
-/** A step's recorded result, as stored (compressed once large, sealed with `encryption`), is at most this big. */
+/**
+ * A recorded step takes at most this much of the record, counted as DynamoDB counts an item: its name and its result
+ * as stored (compressed once large, sealed with `encryption`), plus its entry's own attributes.
+ */
 export const MAX_STEP_RESULT_BYTES = 32 * 1024;
 /** All the steps of one request share this much of the record (its response keeps the rest of the 400 KB item). */
 export const MAX_STEPS_BYTES = 64 * 1024;
+/**
+ * What a step's entry in the record's `steps` map takes besides its name and its stored result, as DynamoDB counts it:
+ * the entry's map (3), an element's byte each (5), its attribute names (`value`/`sealed`, `at`, `attempt`, `run`: at
+ * most 18) and three numbers (at most 21 each): 89, rounded up.
+ */
+export const STEP_ENTRY_OVERHEAD_BYTES = 100;
 /** Step names are at most this long. */
 export const MAX_STEP_NAME_LENGTH = 255;

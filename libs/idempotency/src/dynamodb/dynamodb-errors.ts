@@ -71,7 +71,22 @@ const MISCONFIGURATION_FIXES: Record<string, string> = {
 
 /** What fixes a store error that retrying will not, or undefined for a fault that may pass (throttling, an outage). */
 export function misconfigurationFix(error: unknown): string | undefined {
+  if (isItemTooLarge(error)) return ITEM_TOO_LARGE_FIX;
   return MISCONFIGURATION_FIXES[dynamoErrorCode(error)];
+}
+
+const ITEM_TOO_LARGE = /item size (to update )?has exceeded the maximum allowed size/i;
+const ITEM_TOO_LARGE_FIX =
+  "the record would pass DynamoDB's 400 KB item limit: record smaller steps and responses (see the limits in the docs)";
+
+/**
+ * DynamoDB's answer to a write that would make an item pass 400 KB: a ValidationException that only its message tells
+ * apart from an invalid request (it has no code of its own); seen through the module's store error too.
+ */
+export function isItemTooLarge(error: unknown): boolean {
+  const refused = error instanceof IdempotencyStoreMisconfiguredError ? error.cause : error;
+  const message = (refused as { message?: unknown } | undefined)?.message;
+  return dynamoErrorCode(refused) === 'ValidationException' && ITEM_TOO_LARGE.test(String(message));
 }
 
 /** Throttling (after the SDK's own retries), misconfiguration and everything else are distinct outcomes; all fail closed. */

@@ -38,7 +38,7 @@ import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './cl
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
-import { listedRecords, recordFromItem, responseAttribute } from './item-mapping';
+import { listedRecords, recordFromItem, writeCompletion } from './item-mapping';
 import {
   completion,
   FAILURE,
@@ -165,9 +165,11 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   async complete(input: CompleteInput): Promise<CompleteResult> {
     const { key, partition, claimToken, response, ttlSeconds, writes, stepBytes = 0 } = input;
     const now = this.clock.nowSeconds();
-    const update = completion(responseAttribute(response, stepBytes), now);
-    if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
-    return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
+    return writeCompletion(response, stepBytes, (attribute) => {
+      const update = completion(attribute, now);
+      if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
+      return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
+    });
   }
 
   /** Optimistic mode: one conditional `PutItem` (with writes, one `TransactWriteItems`); see `putCompletedRecord`. */

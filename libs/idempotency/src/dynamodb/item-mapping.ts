@@ -5,6 +5,7 @@ import { MAX_STORED_RESPONSE_BYTES } from '../idempotency.constants';
 import { RECORD_KEY_SHAPE } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
+import { isItemTooLarge } from './dynamodb-errors';
 import { MapValue, recordedSteps } from './step-mapping';
 import { RecordAttribute, TableLayout } from './table-layout';
 
@@ -176,5 +177,30 @@ export function responseAttribute(response: StoredResponse, stepBytes = 0): stri
       ': ' +
       'stored without its body; duplicates get 409 response-not-stored',
   );
+  return withoutBody(response);
+}
+
+function withoutBody(response: StoredResponse): string | Uint8Array {
   return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });
+}
+
+/**
+ * Writes a completion with its response (`responseAttribute`), and once more without the body should DynamoDB still
+ * refuse the item as over 400 KB (the module counts before sending; DynamoDB's count is the one that holds): a key
+ * whose work has run is never left PENDING for a retry to run it again.
+ */
+export async function writeCompletion<T>(
+  response: StoredResponse,
+  stepBytes: number,
+  write: (attribute: string | Uint8Array) => Promise<T>,
+): Promise<T> {
+  try {
+    return await write(responseAttribute(response, stepBytes));
+  } catch (error) {
+    if (!isItemTooLarge(error)) throw error;
+    logger.warn(
+      'DynamoDB refused the completion as over its 400 KB item limit: stored without its body; duplicates get 409 response-not-stored',
+    );
+    return write(withoutBody(response));
+  }
 }

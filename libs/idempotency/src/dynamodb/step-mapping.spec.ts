@@ -1,5 +1,7 @@
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
 import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import fc from 'fast-check';
+import { stepEntryBytes } from '../response/step-value';
 import { recordedSteps, stepItem } from './step-mapping';
 
 /** A step's entry as DynamoDB hands it back (a map attribute), from the entry written. */
@@ -22,9 +24,16 @@ describe('step mapping', () => {
     expect(large.entries.value.B).toBeInstanceOf(Uint8Array);
     const [read] = recordedSteps({ large: asRead(large) });
     expect(read.result).toEqual(typed({ text }));
-    expect(read.bytes).toBe((large.entries.value.B as Uint8Array).byteLength);
-    expect(read.bytes).toBeLessThan(COMPRESS_RESPONSE_ABOVE_BYTES);
-    expect(recordedSteps({ small: asRead(small) })[0]).toMatchObject({ bytes: 19, run: 1, attempt: 1 });
+    // As DynamoDB counts it: the name and its element byte, the entry's map, each attribute's name and value.
+    const times = 1 + 2 + 10 + (1 + 7 + 1) + (1 + 3 + 1); // at (10 digits), attempt, run
+    const valueBytes = (large.entries.value.B as Uint8Array).byteLength;
+    expect(valueBytes).toBeLessThan(COMPRESS_RESPONSE_ABOVE_BYTES);
+    expect(read.bytes).toBe(5 + 1 + 3 + (1 + 5 + valueBytes) + times);
+    expect(recordedSteps({ small: asRead(small) })[0]).toMatchObject({
+      bytes: 5 + 1 + 3 + (1 + 5 + 19) + times,
+      run: 1,
+      attempt: 1,
+    });
   });
 
   it('keeps JSON of exactly 0.7 KB as text', () => {
@@ -35,7 +44,12 @@ describe('step mapping', () => {
   it('keeps a sealed result as its envelope, measured as stored', () => {
     const sealed = stepItem(step({ statusCode: 200, headers: {}, sealed: 'v1.abc.def' }));
     const [read] = recordedSteps({ paid: asRead(sealed) });
-    expect(read).toMatchObject({ name: 'paid', result: { sealed: 'v1.abc.def' }, bytes: 10 });
+    const times = 1 + 2 + 10 + (1 + 7 + 1) + (1 + 3 + 1);
+    expect(read).toMatchObject({
+      name: 'paid',
+      result: { sealed: 'v1.abc.def' },
+      bytes: 4 + 1 + 3 + (1 + 6 + 10) + times,
+    });
   });
 
   it('reads the steps in the order they were recorded: by run, then by time', () => {
@@ -55,5 +69,23 @@ describe('step mapping', () => {
       ['__proto__', 'p'],
       ['constructor', 'c'],
     ]);
+  });
+
+  it("never counts a step smaller than DynamoDB does: the journal's count bounds the stored entry's (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 255, unit: 'grapheme' }),
+        fc.jsonValue(),
+        fc.integer({ min: 1, max: 1_000_000 }),
+        (name, body, run) => {
+          const result = typed(body);
+          const written = stepItem({ result, recordedAt: 9_999_999_999, attempt: run, run });
+          const steps = {}; // the name as an own key, whatever it is (`__proto__` included)
+          Object.defineProperty(steps, name, { value: asRead(written), enumerable: true });
+          const [read] = recordedSteps(steps);
+          expect(stepEntryBytes(name, result)).toBeGreaterThanOrEqual(read.bytes!);
+        },
+      ),
+    );
   });
 });

@@ -1,9 +1,8 @@
 import { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { gunzipSync, gzipSync } from 'node:zlib';
-import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
+import { gunzipSync } from 'node:zlib';
 import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
-import { encodedByteLength } from '../response/stored-response.codec';
+import { stepValue } from '../response/step-value';
 
 /**
  * A recorded step as the record's `steps` map keeps it, under its name: its result's typed JSON as `value` (gzipped, B,
@@ -28,29 +27,47 @@ export class MapValue {
 export function stepItem({ result, recordedAt, attempt, run }: Omit<RecordedStep, 'bytes' | 'name'>): MapValue {
   const times = { at: { N: String(recordedAt) }, attempt: { N: String(attempt) }, run: { N: String(run) } };
   if (result.sealed !== undefined) return new MapValue({ sealed: { S: result.sealed }, ...times });
-  const json = JSON.stringify(result.body);
-  const value: AttributeValue =
-    Buffer.byteLength(json) > COMPRESS_RESPONSE_ABOVE_BYTES ? { B: gzipSync(json) } : { S: json };
-  return new MapValue({ value, ...times });
+  const stored = stepValue(result);
+  return new MapValue({ value: typeof stored === 'string' ? { S: stored } : { B: stored }, ...times });
 }
 
 /**
  * The `steps` map as DynamoDB returns it (not unmarshalled: `unmarshall` assigns each map key, and a step named
  * `__proto__` would vanish), in the order they were recorded. Only each step's own attributes, of fixed names, are
- * unmarshalled.
+ * unmarshalled. Each step's `bytes` is what its entry takes of the item, as DynamoDB counts it.
  */
 export function recordedSteps(steps: Record<string, AttributeValue>): RecordedStep[] {
   return Object.entries(steps)
-    .map(([name, step]) => [name, unmarshall(step.M ?? {}) as StepItem] as const)
-    .map(([name, { value, sealed, at, attempt, run }]) => ({
-      name,
-      result: stepResult(value, sealed),
-      recordedAt: Number(at),
-      attempt: Number(attempt),
-      run: Number(run),
-      bytes: sealed !== undefined ? Buffer.byteLength(sealed) : encodedByteLength(value ?? ''),
-    }))
+    .map(([name, entry]) => {
+      const { value, sealed, at, attempt, run } = unmarshall(entry.M ?? {}) as StepItem;
+      return {
+        name,
+        result: stepResult(value, sealed),
+        recordedAt: Number(at),
+        attempt: Number(attempt),
+        run: Number(run),
+        bytes: Buffer.byteLength(name) + 1 + attributeBytes(entry),
+      };
+    })
     .sort((a, b) => a.run - b.run || a.recordedAt - b.recordedAt);
+}
+
+/**
+ * An attribute value's size as DynamoDB counts it toward the 400 KB item limit: text and binary by their bytes, a map
+ * or list 3 bytes and 1 per element (a map's keys by their bytes), a number at most its digits (DynamoDB: 1 byte per
+ * two significant digits, plus 1).
+ */
+export function attributeBytes(value: AttributeValue): number {
+  if (value.S !== undefined) return Buffer.byteLength(value.S);
+  if (value.B !== undefined) return value.B.byteLength;
+  if (value.N !== undefined) return value.N.length;
+  if (value.M !== undefined) {
+    let bytes = 3;
+    for (const [name, member] of Object.entries(value.M)) bytes += 1 + Buffer.byteLength(name) + attributeBytes(member);
+    return bytes;
+  }
+  if (value.L !== undefined) return value.L.reduce((bytes, member) => bytes + 1 + attributeBytes(member), 3);
+  return 1;
 }
 
 function stepResult(value: string | Uint8Array | undefined, sealed: string | undefined): StoredResponse {

@@ -6,7 +6,7 @@ import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { resolveOptions } from '../options/resolved-options';
 import { callPolicy } from '../options/route-settings';
 import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
-import { encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
+import { stepEntryBytes } from '../response/step-value';
 import { encodeTyped } from '../response/typed-value';
 import { ManualClock } from '../testing/manual-clock';
 import { ProtectedCall } from './protected-call';
@@ -54,10 +54,10 @@ describe('StepJournal', () => {
   it('refuses a step once the steps of the request would take over 64 KB together, and records nothing of it', async () => {
     const call = newCall();
     const { journal } = await journalOf(call);
-    await journal.step('one', () => textOfStoredSize(30_000));
-    await journal.step('two', () => textOfStoredSize(30_000));
+    await journal.step('one', () => textOfStoredSize('one', 30_000));
+    await journal.step('two', () => textOfStoredSize('two', 30_000));
     expect(call.steps?.bytes).toBe(60_000);
-    await expect(journal.step('three', () => textOfStoredSize(10_000))).rejects.toThrow(
+    await expect(journal.step('three', () => textOfStoredSize('three', 10_000))).rejects.toThrow(
       `IdempotencyContext.step("three"): with it, this request's steps would take 70000 bytes stored, over the limit of ${MAX_STEPS_BYTES} for all of them.`,
     );
     expect(call.steps?.bytes).toBe(60_000);
@@ -68,8 +68,8 @@ describe('StepJournal', () => {
   it('takes steps of exactly 64 KB together', async () => {
     const call = newCall();
     const { journal } = await journalOf(call);
-    await journal.step('one', () => textOfStoredSize(MAX_STEP_RESULT_BYTES));
-    await journal.step('two', () => textOfStoredSize(MAX_STEPS_BYTES - MAX_STEP_RESULT_BYTES));
+    await journal.step('one', () => textOfStoredSize('one', MAX_STEP_RESULT_BYTES));
+    await journal.step('two', () => textOfStoredSize('two', MAX_STEPS_BYTES - MAX_STEP_RESULT_BYTES));
     expect(call.steps?.bytes).toBe(MAX_STEPS_BYTES);
     await expect(journal.step('three', () => '')).rejects.toThrow(RangeError);
   });
@@ -90,14 +90,14 @@ describe('StepJournal', () => {
     await expect(journal.step('three', () => blob(25))).rejects.toThrow(/over the limit of 65536 for all of them/);
   });
 
-  it('takes a result of exactly 32 KB stored, and refuses one byte more', async () => {
+  it('takes a step of exactly 32 KB stored, its name included, and refuses one byte more', async () => {
     const call = newCall();
     const { journal } = await journalOf(call);
-    const exact = textOfStoredSize(MAX_STEP_RESULT_BYTES);
+    const exact = textOfStoredSize('exact', MAX_STEP_RESULT_BYTES);
     expect(await journal.step('exact', () => exact)).toBe(exact);
-    const over = textOfStoredSize(MAX_STEP_RESULT_BYTES + 1);
+    const over = textOfStoredSize('over', MAX_STEP_RESULT_BYTES + 1);
     await expect(journal.step('over', () => over)).rejects.toThrow(
-      `step("over"): its result takes ${MAX_STEP_RESULT_BYTES + 1} bytes stored, over the limit of ${MAX_STEP_RESULT_BYTES}.`,
+      `step("over"): it takes ${MAX_STEP_RESULT_BYTES + 1} bytes stored (its name and result), over the limit of ${MAX_STEP_RESULT_BYTES}.`,
     );
   });
 
@@ -168,12 +168,10 @@ describe('StepJournal', () => {
   });
 });
 
-/** A string whose step result takes exactly `bytes` stored (as the journal measures it: compressed above 700). */
-function textOfStoredSize(bytes: number): string {
+/** A string whose step, named `name`, takes exactly `bytes` stored (as the journal measures it: name, entry, result). */
+function textOfStoredSize(name: string, bytes: number): string {
   const stored = (text: string) =>
-    encodedByteLength(
-      encodeStoredResponse({ statusCode: 200, headers: {}, body: encodeTyped(text, 'test'), bodyEncoding: 'typed' }),
-    );
+    stepEntryBytes(name, { statusCode: 200, headers: {}, body: encodeTyped(text, 'test'), bodyEncoding: 'typed' });
   for (let attempt = 0; attempt < 20; attempt++) {
     const random = randomBytes(bytes).toString('base64');
     let [low, high] = [0, random.length]; // the shortest prefix that takes at least `bytes`

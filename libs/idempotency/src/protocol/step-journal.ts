@@ -7,7 +7,8 @@ import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { ResponseSealer, stepSealKey } from '../response/response-sealing';
-import { encodedByteLength, encodeStoredResponse, replayedBody } from '../response/stored-response.codec';
+import { replayedBody } from '../response/stored-response.codec';
+import { stepEntryBytes } from '../response/step-value';
 import { encodeTyped } from '../response/typed-value';
 import { retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall, retryAfterSeconds, StepLedger } from './protected-call';
@@ -96,7 +97,7 @@ export class StepJournal implements StepRunner {
       bodyEncoding: 'typed',
     };
     const result = sealer ? sealer.seal(stepSealKey(key, name), encoded) : encoded;
-    const bytes = encodedByteLength(encodeStoredResponse(result));
+    const bytes = stepEntryBytes(name, result);
     limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
       repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
@@ -142,7 +143,7 @@ function limitSize(name: string, bytes: number, recordedBytes: number): void {
   const step = `IdempotencyContext.step(${JSON.stringify(name)})`;
   if (bytes > MAX_STEP_RESULT_BYTES) {
     throw new RangeError(
-      `${step}: its result takes ${bytes} bytes stored, over the limit of ${MAX_STEP_RESULT_BYTES}.`,
+      `${step}: it takes ${bytes} bytes stored (its name and result), over the limit of ${MAX_STEP_RESULT_BYTES}.`,
     );
   }
   if (recordedBytes + bytes > MAX_STEPS_BYTES) {

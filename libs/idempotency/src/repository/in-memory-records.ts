@@ -1,3 +1,4 @@
+import { stepEntryBytes } from '../response/step-value';
 import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
 
 /**
@@ -55,7 +56,10 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
   return record;
 }
 
-/** Kept steps as recorded steps, in the order they were recorded. */
+/** Kept steps as recorded steps, in the order they were recorded, each measured as every store measures it. */
 export function readSteps(steps: Map<string, string>): RecordedStep[] {
-  return [...steps.values()].map((json) => ({ ...(JSON.parse(json) as RecordedStep), bytes: Buffer.byteLength(json) }));
+  return [...steps.values()].map((json) => {
+    const step = JSON.parse(json) as RecordedStep;
+    return { ...step, bytes: stepEntryBytes(step.name, step.result) };
+  });
 }
