@@ -18,9 +18,22 @@ runCli(process.argv.slice(2), {
       }
     : {}),
 }).then(
-  (code) => process.exit(code),
+  (code) => exitOnceWritten(code),
   (error) => {
     console.error(error instanceof Error ? `${error.name}: ${error.message}` : error);
-    process.exit(1);
+    exitOnceWritten(1);
   },
 );
+
+/**
+ * Exits once everything written has left the process: to a pipe, stdout is written asynchronously, and a plain
+ * `process.exit` drops what is still queued (a long `keys:list` read by another program ended part-way, exit 0).
+ */
+function exitOnceWritten(code: number): void {
+  let open = 2;
+  const written = () => {
+    if (--open === 0) process.exit(code);
+  };
+  process.stdout.write('', written);
+  process.stderr.write('', written);
+}
