@@ -123,6 +123,46 @@ describe('the retrying client against scripted answers', () => {
     await expect(call).rejects.toThrow('the user left');
   });
 
+  it('bounds an attempt by maxElapsedMs: a server that answers after 4 s does not hold a 1 s call', async () => {
+    const slow = (_request: IncomingMessage, response: ServerResponse) => {
+      const timer = setTimeout(() => reply(201, { late: true })(_request, response), 4000);
+      response.on('close', () => clearTimeout(timer));
+    };
+    server.script(slow);
+    const bounded = createIdempotentClient({ baseUrl: server.url, maxElapsedMs: 1000 });
+    const started = performance.now();
+    const failure = await bounded.request('POST', '/orders', { key: 'slow-1' }).catch((error: unknown) => error);
+    const took = performance.now() - started;
+    expect(failure).toBeInstanceOf(IdempotentRequestError);
+    expect(failure).toMatchObject({ attempts: 1, key: 'slow-1' });
+    expect(String((failure as Error).cause)).toMatch(/TimeoutError|timeout|aborted/i);
+    expect(took).toBeGreaterThanOrEqual(900);
+    expect(took).toBeLessThan(3000);
+  });
+
+  it('retries an answer cut off mid-body with the same key, as a reset', async () => {
+    const cut = (_request: IncomingMessage, response: ServerResponse) => {
+      response.writeHead(201, { 'content-type': 'application/json', 'content-length': '100' });
+      response.write('{"id":"ord_');
+      setTimeout(() => response.socket?.destroy(), 20);
+    };
+    server.script(cut, reply(201, { id: 'ord_4' }, { 'idempotent-replayed': 'true' }));
+    const answer = await client().request('POST', '/orders', { key: 'cut-1', body: {} });
+    expect(answer).toMatchObject({ status: 201, attempts: 2, body: { id: 'ord_4' }, replayed: true });
+    expect(server.keys).toEqual(['cut-1', 'cut-1']);
+  });
+
+  it('refuses a stream body before anything is sent: a retry could not send it again', async () => {
+    server.script();
+    const { Readable } = await import('node:stream');
+    for (const body of [Readable.from(['{"a":1}']), new ReadableStream()]) {
+      await expect(client().request('POST', '/orders', { body })).rejects.toThrow(
+        'IdempotentClient: a stream body cannot be sent again on a retry',
+      );
+    }
+    expect(server.keys).toEqual([]);
+  });
+
   it('refuses a name outside a protected call, saying to pass a key', async () => {
     await expect(client().request('POST', '/orders', { name: 'charge' })).rejects.toThrow(
       /none runs here. Pass \{ key \}/,

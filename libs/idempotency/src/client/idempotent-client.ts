@@ -10,7 +10,10 @@ export interface IdempotentClientOptions {
   keyHeader?: string;
   /** Attempts per logical call, the first included. Default 5. */
   maxAttempts?: number;
-  /** How long one logical call may take, its waits included; no retry starts after it. Default 30 s. */
+  /**
+   * How long one logical call may take, its attempts and waits included: an attempt still unanswered then is aborted,
+   * and no retry starts after it. Default 30 s.
+   */
   maxElapsedMs?: number;
   /** The `fetch` to use. Default the global one. */
   fetch?: typeof fetch;
@@ -18,7 +21,10 @@ export interface IdempotentClientOptions {
 
 /** One logical call. */
 export interface IdempotentRequestOptions {
-  /** JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. */
+  /**
+   * JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. A stream is refused: a retry
+   * could not send it again.
+   */
   body?: unknown;
   headers?: Record<string, string>;
   /**
@@ -46,7 +52,10 @@ export interface IdempotentResponse<T = unknown> {
   key: string;
 }
 
-/** Every attempt of a logical call failed on the network: the last error is the `cause`. */
+/**
+ * Every attempt of a logical call failed on the network (no answer, a connection reset, an answer cut off mid-body,
+ * or no answer within `maxElapsedMs`): the last error is the `cause`.
+ */
 export class IdempotentRequestError extends Error {
   override name = 'IdempotentRequestError';
   constructor(
@@ -82,15 +91,22 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
   if (!(maxElapsedMs >= 0)) throw new RangeError('maxElapsedMs must be a number of milliseconds ≥ 0');
   return {
     async request<T>(method: string, url: string, call: IdempotentRequestOptions = {}) {
+      if (isStream(call.body)) {
+        throw new TypeError(
+          'IdempotentClient: a stream body cannot be sent again on a retry; pass its bytes (a Buffer, a string, a Blob).',
+        );
+      }
       const key =
         call.key ?? (call.name === undefined ? (stepKey() ?? globalThis.crypto.randomUUID()) : derivedKey(call.name));
       const target = baseUrl === undefined ? url : new URL(url, baseUrl).toString();
       const init = requestInit(method, call, keyHeader, key);
       const deadline = performance.now() + maxElapsedMs;
       for (let attempt = 1; ; attempt++) {
-        let response: Response;
+        let answer: IdempotentResponse<T>;
         try {
-          response = await send(target, init);
+          // The whole answer, its body included, within what is left of the call's time.
+          const signal = attemptSignal(call.signal, deadline - performance.now());
+          answer = await answerOf<T>(await send(target, { ...init, signal }), attempt, key);
         } catch (error) {
           if (call.signal?.aborted) throw error;
           const delay = backoffMs(attempt);
@@ -100,13 +116,18 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
           await wait(delay, call.signal);
           continue;
         }
-        const answer = await answerOf<T>(response, attempt, key);
         const delay = retryDelay(answer, attempt);
         if (delay === undefined || attempt >= maxAttempts || performance.now() + delay > deadline) return answer;
         await wait(delay, call.signal);
       }
     },
   };
+}
+
+/** An attempt's signal: the caller's, and the call's deadline. */
+function attemptSignal(caller: AbortSignal | undefined, remainingMs: number): AbortSignal {
+  const deadline = AbortSignal.timeout(Math.max(0, Math.ceil(remainingMs)));
+  return caller ? AbortSignal.any([caller, deadline]) : deadline;
 }
 
 function requestInit(method: string, call: IdempotentRequestOptions, keyHeader: string, key: string): RequestInit {
@@ -118,6 +139,13 @@ function requestInit(method: string, call: IdempotentRequestOptions, keyHeader: 
     if (!headers.has('content-type')) headers.set('content-type', 'application/json');
   }
   return { method: method.toUpperCase(), headers, body, signal: call.signal };
+}
+
+/** A web `ReadableStream`, or a Node stream or async iterable: read once, so never re-sent. */
+function isStream(body: unknown): boolean {
+  if (typeof body !== 'object' || body === null) return false;
+  if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) return true;
+  return typeof (body as { pipe?: unknown }).pipe === 'function' || Symbol.asyncIterator in body;
 }
 
 function isRawBody(body: unknown): boolean {

@@ -14,6 +14,18 @@ describe('the client’s retry delays', () => {
     expect(retryAfterMs('-1', now)).toBeUndefined();
   });
 
+  it('reads the three HTTP-date forms of RFC 9110, all GMT', () => {
+    const now = Date.parse('Fri, 04 Dec 2026 10:00:00 GMT');
+    expect(retryAfterMs('Friday, 04-Dec-26 10:00:07 GMT', now)).toBe(7000); // RFC 850
+    expect(retryAfterMs('Fri Dec  4 10:00:09 2026', now)).toBe(9000); // asctime, whatever the local zone
+    expect(retryAfterMs('Fri Dec 14 10:00:00 2026', now)).toBe(10 * 24 * 3600 * 1000);
+    // A two-digit year more than 50 years ahead is in the past century: a date past is now.
+    expect(retryAfterMs('Sunday, 06-Nov-94 08:49:37 GMT', now)).toBe(0);
+    expect(retryAfterMs('Friday, 04-Dec-76 10:00:00 GMT', now)).toBe(Date.UTC(2076, 11, 4, 10) - now);
+    expect(retryAfterMs('Fri, 04 Foo 2026 10:00:05 GMT', now)).toBeUndefined();
+    expect(retryAfterMs('Fri, 04 Dec 2026 10:00:05 PST', now)).toBeUndefined();
+  });
+
   it('backs off exponentially with full jitter, capped at 5 s', () => {
     expect([1, 2, 3, 4].map((attempt) => backoffMs(attempt, () => 0.999999))).toEqual([199, 399, 799, 1599]);
     expect(backoffMs(10, () => 0.999999)).toBe(4999);
