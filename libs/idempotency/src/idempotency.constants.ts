@@ -7,6 +7,11 @@ export const DEFAULT_FAILED_TTL_SECONDS = 300;
 export const DEFAULT_MAX_LEASE_SECONDS = 3600;
 /** A live owner keeps renewing its lease, so a duplicate is told to look again soon, not when the lease ends. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 1;
+/**
+ * The retrying client's default budget for one logical call: longer than a crashed owner's key answers 409 on the
+ * module's defaults (the 60 s lease and its clock-skew margin), so a client on defaults gets the answer, not the 409.
+ */
+export const DEFAULT_CLIENT_MAX_ELAPSED_MS = 90_000;
 export const DEFAULT_KEY_HEADER = 'Idempotency-Key';
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'location'];
 export const DEFAULT_REPLAY_CACHE_ENTRIES = 1000;

@@ -1,3 +1,4 @@
+import { DEFAULT_CLIENT_MAX_ELAPSED_MS } from '../idempotency.constants';
 import { IN_FLIGHT_PROBLEM_TYPE } from './problem-type';
 import { derivedKey, stepKey } from './derived-key';
 import { backoffMs, retryAfterMs } from './retry-delay';
@@ -8,11 +9,15 @@ export interface IdempotentClientOptions {
   baseUrl?: string;
   /** The key header. Default `Idempotency-Key`. */
   keyHeader?: string;
-  /** Attempts per logical call, the first included. Default 5. */
+  /**
+   * Attempts per logical call that end in a fault (no answer, 429, 503), the first included. Default 5. Waiting out a
+   * 409 in flight (an owner still running, or a crashed one's lease) is bounded by `maxElapsedMs` alone.
+   */
   maxAttempts?: number;
   /**
    * How long one logical call may take, its attempts and waits included: an attempt still unanswered then is aborted,
-   * and no retry starts after it. Default 30 s.
+   * and no retry starts after it. Default 90 s: longer than a crashed owner holds a key on the module's defaults
+   * (its 60 s lease and the clock-skew margin).
    */
   maxElapsedMs?: number;
   /** The `fetch` to use. Default the global one. */
@@ -84,7 +89,7 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
     baseUrl,
     keyHeader = 'Idempotency-Key',
     maxAttempts = 5,
-    maxElapsedMs = 30_000,
+    maxElapsedMs = DEFAULT_CLIENT_MAX_ELAPSED_MS,
     fetch: send = globalThis.fetch,
   } = options;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer ≥ 1');
@@ -101,7 +106,7 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
       const target = baseUrl === undefined ? url : new URL(url, baseUrl).toString();
       const init = requestInit(method, call, keyHeader, key);
       const deadline = performance.now() + maxElapsedMs;
-      for (let attempt = 1; ; attempt++) {
+      for (let attempt = 1, faults = 0; ; attempt++) {
         let answer: IdempotentResponse<T>;
         try {
           // The whole answer, its body included, within what is left of the call's time.
@@ -110,15 +115,16 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
         } catch (error) {
           if (call.signal?.aborted) throw error;
           const delay = backoffMs(attempt);
-          if (attempt >= maxAttempts || performance.now() + delay > deadline) {
+          if (++faults >= maxAttempts || performance.now() + delay > deadline) {
             throw new IdempotentRequestError(attempt, key, error);
           }
           await wait(delay, call.signal);
           continue;
         }
-        const delay = retryDelay(answer, attempt);
-        if (delay === undefined || attempt >= maxAttempts || performance.now() + delay > deadline) return answer;
-        await wait(delay, call.signal);
+        const retry = retryDelay(answer, attempt);
+        if (retry === undefined || (retry.fault && ++faults >= maxAttempts)) return answer;
+        if (performance.now() + retry.delay > deadline) return answer;
+        await wait(retry.delay, call.signal);
       }
     },
   };
@@ -181,13 +187,20 @@ async function answerOf<T>(response: Response, attempts: number, key: string): P
 }
 
 /** How long to wait before retrying this answer, or undefined when it is not retried. */
-function retryDelay(answer: IdempotentResponse<unknown>, attempt: number): number | undefined {
+/**
+ * How long to wait before retrying this answer, and whether it counts as a fault (`maxAttempts`): undefined when it is
+ * not retried. A 409 in flight is no fault: the key's owner is running, or its lease has yet to end.
+ */
+function retryDelay(
+  answer: IdempotentResponse<unknown>,
+  attempt: number,
+): { delay: number; fault: boolean } | undefined {
   const retryAfter = retryAfterMs(answer.headers.get('retry-after'));
   const inFlight =
     answer.status === 409 &&
     (retryAfter !== undefined || (answer.body as { type?: unknown } | null)?.type === IN_FLIGHT_PROBLEM_TYPE);
   if (!inFlight && answer.status !== 429 && answer.status !== 503) return undefined;
-  return retryAfter ?? backoffMs(attempt);
+  return { delay: retryAfter ?? backoffMs(attempt), fault: !inFlight };
 }
 
 function wait(ms: number, signal?: AbortSignal): Promise<void> {
