@@ -7,6 +7,11 @@ import type { ProblemOutcome } from './outcomes';
 export abstract class IdempotencyError extends Error {
   /** The outcome this error answers and is counted under in `idempotency_requests_total`. */
   abstract readonly outcome: ProblemOutcome;
+  /**
+   * Set when the error came after the call's own work had started doing things (a step had run): the request may have
+   * been partly processed, and the problem says so instead of "not processed".
+   */
+  workStarted = false;
   /** Members the problem body carries besides type, title, status and detail. */
   problemExtensions(): Record<string, unknown> {
     return {};

@@ -2,6 +2,11 @@ import { HttpException } from '@nestjs/common';
 import { IdempotencyError } from './idempotency.errors';
 import { PROBLEMS, problemTypeUri, ProblemTypeUri } from './outcomes';
 
+/** The detail of a problem that came once the call's work had started (a step had run): nothing says it did not. */
+const PARTLY_PROCESSED =
+  'The request may have been partly processed: the idempotency store failed while it ran. Retry with the same key: ' +
+  'what it recorded is not done again.';
+
 /** An RFC 9457 problem details body. */
 export interface ProblemDetails {
   type: ProblemTypeUri;
@@ -32,7 +37,7 @@ export class IdempotencyProblemException extends HttpException {
       type: problemTypeUri(row.slug),
       title: row.title,
       status: row.status,
-      detail: row.detail ?? error.message,
+      detail: error.workStarted ? PARTLY_PROCESSED : (row.detail ?? error.message),
       ...error.problemExtensions(),
     };
     const retryAfter =

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { IdempotencyError, IdempotencyLeaseLostError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';
@@ -101,7 +101,11 @@ export class StepJournal implements StepRunner {
     limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
       repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
-    );
+    ).catch((error: unknown) => {
+      // The step's function has run: whatever the store's fault, the request may have been partly processed.
+      if (error instanceof IdempotencyError) error.workStarted = true;
+      throw error;
+    });
     if (!written.ok && written.reason === 'lease_lost') {
       this.lease.leaseLost = true;
       throw this.lost('its result was not recorded: another caller holds the key now', written.current);
