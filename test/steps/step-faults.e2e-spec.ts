@@ -96,3 +96,68 @@ describe('a store fault once the owned run has started', () => {
     expect(started.headers).toEqual({ 'Retry-After': '1' });
   });
 });
+
+@Controller('sealed')
+class SealedController {
+  constructor(private readonly idempotency: IdempotencyContext) {}
+
+  /** A step, then a 500 (not final) on the first run: the retry resumes the step from its sealed record. */
+  @Post()
+  @Idempotent()
+  async pay(@Body() body: { id: string }) {
+    const charge = await this.idempotency.step('charge', () => (charged.push(body.id), { chargeId: `ch-${body.id}` }));
+    if (charged.filter((id) => id === body.id).length === 1 && !resumed.has(body.id)) {
+      resumed.add(body.id);
+      throw new Error('the receipt printer jammed');
+    }
+    return charge;
+  }
+}
+const resumed = new Set<string>();
+
+/** A step sealed with a key another instance lacks: the module's record-unreadable problem, never Nest's bare 500. */
+describe('a recorded step this instance cannot open', () => {
+  let dynamo: Dynalite;
+  const apps: TestApp[] = [];
+  beforeAll(() => startDynalite().then((started) => (dynamo = started)));
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.close()));
+    await dynamo.stop();
+  });
+
+  it('answers 500 record-unreadable as problem+json, and never runs the step again', async () => {
+    const tableName = uniqueTableName('sealedsteps');
+    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
+    const boot = async (key: Buffer) => {
+      const app = await startApp('express', {
+        imports: [
+          IdempotencyModule.forRoot({
+            client: localClient(dynamo.endpoint),
+            tableName,
+            replayCache: { enabled: false },
+            encryption: { keys: [key] },
+          }),
+        ],
+        controllers: [SealedController],
+      });
+      apps.push(app);
+      return app;
+    };
+    const [sealing, other] = [await boot(Buffer.alloc(32, 1)), await boot(Buffer.alloc(32, 2))];
+    const id = `sealed-${Date.now()}`;
+    const first = await post(`${sealing.url}/sealed`, { id }, { 'Idempotency-Key': id });
+    expect(first.status).toBe(500);
+    const logs = new CapturedLogs();
+    logs.start();
+    try {
+      const unreadable = await post(`${other.url}/sealed`, { id }, { 'Idempotency-Key': id });
+      expect(unreadable.status).toBe(500);
+      expect(unreadable.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(unreadable.text)).toMatchObject({ type: ProblemType.recordUnreadable, status: 500 });
+      expect(JSON.stringify(logs.at('error'))).toContain('recorded step unreadable');
+    } finally {
+      logs.stop();
+    }
+    expect(charged.filter((charge) => charge === id)).toEqual([id]);
+  });
+});

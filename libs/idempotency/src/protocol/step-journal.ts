@@ -1,12 +1,16 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyError, IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import {
+  IdempotencyError,
+  IdempotencyLeaseLostError,
+  IdempotencyRecordUnreadableError,
+} from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
-import { ResponseSealer, stepSealKey } from '../response/response-sealing';
+import { ResponseSealer, stepSealKey, UnreadableRecordError } from '../response/response-sealing';
 import { replayedBody } from '../response/stored-response.codec';
 import { stepEntryBytes } from '../response/step-value';
 import { encodeTyped } from '../response/typed-value';
@@ -116,10 +120,27 @@ export class StepJournal implements StepRunner {
     telemetry.step('run');
   }
 
-  /** The recorded result, of the types it had (opened first with `encryption`). */
+  /**
+   * The recorded result, of the types it had (opened first with `encryption`). One that cannot be opened (sealed with
+   * a key this instance lacks, tampered with) fails closed as the module's `record-unreadable`: the step never runs again.
+   */
   private opened(step: RecordedStep): unknown {
     const { sealer } = this.deps;
-    return replayedBody(sealer ? sealer.open(stepSealKey(this.call.recordKey, step.name), step.result) : step.result);
+    if (!sealer) return replayedBody(step.result);
+    try {
+      return replayedBody(sealer.open(stepSealKey(this.call.recordKey, step.name), step.result));
+    } catch (error) {
+      const reason = error instanceof UnreadableRecordError ? error.message : `it cannot be decoded (${String(error)})`;
+      new Logger('Idempotency').error({
+        msg: 'recorded step unreadable; answering 500 record-unreadable, never re-running it',
+        key: this.call.recordKey,
+        step: step.name,
+        reason,
+      });
+      throw new IdempotencyRecordUnreadableError(
+        `the recorded result of step(${JSON.stringify(step.name)}): ${reason}`,
+      );
+    }
   }
 
   /** Whether this caller may have lost the lease: a write was refused, or its end (less the skew margin) has passed. */
