@@ -266,13 +266,18 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
         const settled = async () => {
           for (let attempt = 0; ; attempt++) {
             const duplicate = await send();
-            const problem = { status: duplicate.status, ...((await duplicate.json()) as { type: string }) };
+            const problem = {
+              status: duplicate.status,
+              ...((await duplicate.json()) as { type: string; detail: string }),
+            };
             if (problem.type !== ProblemType.inFlight || attempt === 50) return problem;
             await new Promise((resolve) => setTimeout(resolve, 20));
           }
         };
         for (const duplicate of [await settled(), await settled()]) {
           expect(duplicate).toMatchObject({ status: 409, type: ProblemType.responseNotStored });
+          // Said by its reason, never "too large".
+          expect(duplicate.detail).toContain('the handler sent it itself (@Res())');
         }
         expect(runs.get(`sent-${platform}`)).toBe(1);
         await fetch(`${test.url}/sent-by-handler`, { method: 'POST', headers: { 'Idempotency-Key': newKey() } });
@@ -304,7 +309,10 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
       await send(); // the platform cannot send it either: that first answer is the platform's error
       const duplicate = await send();
       expect(duplicate.status).toBe(409);
-      expect(await duplicate.json()).toMatchObject({ type: ProblemType.responseNotStored });
+      const problem = await duplicate.json();
+      expect(problem).toMatchObject({ type: ProblemType.responseNotStored });
+      expect(problem.detail).toContain('it cannot be written as JSON');
+      expect(problem.detail).not.toContain('too large');
       expect(runs.get(`unstorable-${platform}`)).toBe(1);
       const items = await scanTable(client, test.tableName);
       expect(items.map(({ item }) => item.status)).toEqual(['COMPLETED']);

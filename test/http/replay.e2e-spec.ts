@@ -212,6 +212,7 @@ describe.each(PLATFORM_ENGINES)('replay and request validation on %s, %s, %s lay
     const duplicate = await post(`${test.url}/payments/huge`, {}, { 'Idempotency-Key': key });
     expect(duplicate.status).toBe(409);
     expect(JSON.parse(duplicate.text)).toMatchObject({ type: ProblemType.responseNotStored, originalStatus: 201 });
+    expect(JSON.parse(duplicate.text).detail).toContain('it was too large to store, even compressed');
     expect(runs().of('huge')).toBe(1);
     const items = await scanTable(client, tableName, scenario.layout);
     expect(

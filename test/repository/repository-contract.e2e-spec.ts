@@ -148,6 +148,7 @@ describe('on dynalite', () => {
           statusCode: 200,
           headers: {},
           bodyOmitted: true,
+          omittedBecause: 'too-large',
         });
         expect(logs.at('warn')).toEqual([
           expect.stringMatching(

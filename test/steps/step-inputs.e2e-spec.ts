@@ -171,4 +171,19 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
     await expect(late).rejects.toThrow('the call has already ended; the step was not started');
     expect(fn).not.toHaveBeenCalled();
   });
+
+  it('records a result whose toJSON returns the object itself by its members, on a first run and a replay', async () => {
+    const { service } = await instance();
+    const key = newKey();
+    class Receipt {
+      readonly id = 'rc_1';
+      toJSON() {
+        return this;
+      }
+    }
+    const run = () =>
+      service.execute({ operation: 'receipts', key }, (context) => context.step('receipt', () => new Receipt()));
+    expect(await run()).toBeInstanceOf(Receipt); // the first run returns the function's own value
+    expect(await run()).toEqual({ id: 'rc_1' }); // the replay: as JSON.stringify writes it
+  });
 });

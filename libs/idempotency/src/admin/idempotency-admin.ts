@@ -2,7 +2,13 @@ import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { DEFAULT_FAILED_TTL_SECONDS } from '../idempotency.constants';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
-import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import {
+  IdempotencyRecord,
+  IdempotencyStatus,
+  OMITTED_BECAUSE,
+  RecordedStep,
+  StoredResponse,
+} from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer, stepSealKey } from '../response/response-sealing';
 
@@ -292,7 +298,9 @@ export class IdempotencyAdmin {
         return `(sealed: the configured keys cannot open it: ${(error as Error).message})`;
       }
     }
-    if (stored.bodyOmitted) return '(not stored: too large, or not JSON)';
+    if (stored.bodyOmitted) {
+      return `(not stored: ${stored.omittedBecause ? OMITTED_BECAUSE[stored.omittedBecause] : 'too large, or not JSON'})`;
+    }
     return stored.bodyBase64 !== undefined
       ? { base64: stored.bodyBase64, type: stored.bodyType ?? 'Buffer' }
       : stored.body;

@@ -10,7 +10,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../opt
 import { StoredResponse } from '../repository/idempotency.record';
 import { requestVersion, routeTemplate } from './route-identity';
 import { replayedException, storedException } from '../response/stored-exception';
-import { bufferedFile, replayedBody, storableBody } from '../response/stored-response.codec';
+import { bufferedFile, omitted, replayedBody, storableBody } from '../response/stored-response.codec';
 import { ContextAdapter, InterceptedCall, ResponseState } from './context-adapter';
 import { requestFingerprint } from './http-request';
 
@@ -105,13 +105,13 @@ export class HttpContextAdapter implements ContextAdapter {
     // the body, so it stores none rather than an empty one; duplicates get 409 response-not-stored.
     if (state.sent) {
       this.writtenByHandler(call);
-      return { statusCode: state.statusCode, headers: state.headers, bodyOmitted: true };
+      return { statusCode: state.statusCode, headers: state.headers, ...omitted('sent-by-handler') };
     }
     let stored: Omit<StoredResponse, 'statusCode' | 'headers'>;
     try {
       stored = storableBody(this.serialization.asSent(value, context));
     } catch {
-      stored = { bodyOmitted: true }; // the serializer threw: the client got an error from it, the work is done
+      stored = omitted('not-json'); // the serializer threw: the client got an error from it, the work is done
     }
     return { statusCode: state.statusCode, headers: state.headers, ...stored };
   }

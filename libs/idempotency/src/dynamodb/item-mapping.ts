@@ -181,7 +181,8 @@ export function responseAttribute(response: StoredResponse, stepBytes = 0): stri
 }
 
 function withoutBody(response: StoredResponse): string | Uint8Array {
-  return encodeStoredResponse({ statusCode: response.statusCode, headers: response.headers, bodyOmitted: true });
+  const { statusCode, headers } = response;
+  return encodeStoredResponse({ statusCode, headers, bodyOmitted: true, omittedBecause: 'too-large' });
 }
 
 /**

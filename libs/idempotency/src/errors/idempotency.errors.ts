@@ -1,3 +1,4 @@
+import { OMITTED_BECAUSE, OmittedReason } from '../repository/idempotency.record';
 import type { ProblemOutcome } from './outcomes';
 
 /**
@@ -90,12 +91,18 @@ export class IdempotencyCommitRejectedError extends IdempotencyError {
   }
 }
 
-/** The key was used and completed, but its result was too large to store, so it cannot be replayed. */
+/** The key was used and completed, but its result could not be stored (`omittedBecause` says why): no replay. */
 export class IdempotencyResultNotStoredError extends IdempotencyError {
   override readonly name = 'IdempotencyResultNotStoredError';
   readonly outcome = 'response_not_stored';
-  constructor(readonly statusCode: number) {
-    super('The call with this idempotency key completed, but its result was too large to store for replay.');
+  constructor(
+    readonly statusCode: number,
+    readonly omittedBecause?: OmittedReason,
+  ) {
+    super(
+      'A request with this idempotency key was processed, but its response was not stored for replay: ' +
+        `${omittedBecause ? OMITTED_BECAUSE[omittedBecause] : 'it could not be stored'}. It will not be processed again.`,
+    );
   }
 
   override problemExtensions(): Record<string, unknown> {

@@ -77,9 +77,6 @@ export const PROBLEMS = {
     slug: 'response-not-stored',
     title: 'Request already processed',
     status: 409,
-    detail:
-      'A request with this idempotency key was processed, but its response was too large to store for replay. ' +
-      'It will not be processed again.',
   },
   record_unreadable: {
     event: 'record-unreadable',

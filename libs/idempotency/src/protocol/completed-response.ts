@@ -11,7 +11,9 @@ export function completedResponse(
   logger: Logger,
 ): StoredResponse {
   const response = record.response;
-  if (!response || response.bodyOmitted) throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0);
+  if (!response || response.bodyOmitted) {
+    throw new IdempotencyResultNotStoredError(response?.statusCode ?? 0, response?.omittedBecause);
+  }
   if (!sealer) return response;
   try {
     return sealer.open(record.key, response);

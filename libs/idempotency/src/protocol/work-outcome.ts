@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { CommitWrite } from '../repository/commit-write';
-import { StoredResponse } from '../repository/idempotency.record';
+import { OMITTED_BECAUSE, StoredResponse } from '../repository/idempotency.record';
+import { omitted } from '../response/stored-response.codec';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
@@ -115,12 +116,13 @@ function captured<T>(logger: Logger, call: ProtectedCall, work: ProtectedWork<T>
   try {
     stored = work.capture(result);
   } catch (error) {
-    stored = { statusCode: 200, headers: {}, bodyOmitted: true };
+    stored = { statusCode: 200, headers: {}, ...omitted('not-json') };
     logger.error({ msg: 'capturing the result failed', key: call.recordKey, error: String(error) });
   }
   if (stored.bodyOmitted) {
+    const why = stored.omittedBecause ? OMITTED_BECAUSE[stored.omittedBecause] : 'it cannot be stored';
     logger.warn({
-      msg: 'result cannot be stored for replay (a raw stream, or not JSON): recorded as done without a body; duplicates get 409 response-not-stored',
+      msg: `result not stored for replay (${why}): recorded as done without a body; duplicates get 409 response-not-stored`,
       key: call.recordKey,
     });
   }

@@ -30,11 +30,28 @@ export interface StoredResponse {
    */
   sealed?: string;
   /**
-   * Set instead of a body when the response did not fit in one DynamoDB item even compressed:
-   * the key stays used (no second execution), but duplicates get a problem response, not a replay.
+   * Set instead of a body when the response could not be stored (`omittedBecause` says why): the key stays used (no
+   * second execution), but duplicates get a problem response, not a replay.
    */
   bodyOmitted?: true;
+  /** Why the body was not stored (absent on records stored before the reason was kept). */
+  omittedBecause?: OmittedReason;
 }
+
+/**
+ * Why a response was stored without its body: it did not fit in the item even compressed (`too-large`), it was a
+ * stream (`stream`), JSON cannot write it (`not-json`: a cycle, a BigInt, a serializer that threw), or the handler sent
+ * it itself (`sent-by-handler`: `@Res()`), so the module never saw it.
+ */
+export type OmittedReason = 'too-large' | 'stream' | 'not-json' | 'sent-by-handler';
+
+/** Each reason in words, for problems, logs and `keys:inspect`. */
+export const OMITTED_BECAUSE: Record<OmittedReason, string> = {
+  'too-large': 'it was too large to store, even compressed',
+  stream: 'it was a stream, which is sent once and not kept',
+  'not-json': 'it cannot be written as JSON (a cycle, a BigInt, or its serializer threw)',
+  'sent-by-handler': 'the handler sent it itself (@Res()), so the module never saw it',
+};
 
 /** The binary types a handler may return, by constructor name. */
 export type BinaryBodyType =

@@ -62,7 +62,9 @@ export class ResponseSealer {
 
   seal(recordKey: string, response: StoredResponse): StoredResponse {
     const { statusCode, ...secret } = response;
-    if (response.bodyOmitted) return { statusCode, headers: {}, bodyOmitted: true }; // no body kept, and no headers
+    if (response.bodyOmitted) {
+      return { statusCode, headers: {}, bodyOmitted: true, omittedBecause: response.omittedBecause }; // and no headers
+    }
     let plaintext = Buffer.from(JSON.stringify(secret));
     const flags = plaintext.byteLength > COMPRESS_RESPONSE_ABOVE_BYTES ? GZIPPED : 0;
     if (flags & GZIPPED) plaintext = gzipSync(plaintext);

@@ -57,7 +57,7 @@ describe('stored response codec', () => {
   });
 
   it.each([
-    ['a BigInt', { amount: BigInt(1) }],
+    ['a BigInt', { amount: BigInt(1) }, 'not-json'],
     [
       'a cycle',
       (() => {
@@ -65,11 +65,12 @@ describe('stored response codec', () => {
         node.self = node;
         return node;
       })(),
+      'not-json',
     ],
-    ['an unbuffered StreamableFile', new StreamableFile(Buffer.from('x'))],
-    ['a raw stream', Readable.from(['x'])],
-  ])('marks %s as not replayable instead of throwing', (_name, value) => {
-    expect(storedResult(value)).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true });
+    ['an unbuffered StreamableFile', new StreamableFile(Buffer.from('x')), 'stream'],
+    ['a raw stream', Readable.from(['x']), 'stream'],
+  ])('marks %s as not replayable instead of throwing, with its reason', (_name, value, omittedBecause) => {
+    expect(storedResult(value)).toEqual({ statusCode: 200, headers: {}, bodyOmitted: true, omittedBecause });
   });
 
   it('keeps falsy bodies exactly', () => {
@@ -99,7 +100,7 @@ describe('stored response codec', () => {
       try {
         return { body: JSON.parse(JSON.stringify(value) ?? 'null') as unknown };
       } catch {
-        return { bodyOmitted: true };
+        return { bodyOmitted: true, omittedBecause: 'not-json' };
       }
     };
     class Order {

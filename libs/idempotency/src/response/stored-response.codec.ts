@@ -2,11 +2,19 @@ import { Readable } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { StreamableFile } from '@nestjs/common';
 import { COMPRESS_RESPONSE_ABOVE_BYTES } from '../idempotency.constants';
-import { BinaryBodyType, StoredResponse } from '../repository/idempotency.record';
+import { BinaryBodyType, OmittedReason, StoredResponse } from '../repository/idempotency.record';
 import { binaryValue } from './binary-values';
 import { decodeTyped, encodeTyped } from './typed-value';
 
-type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted'>;
+type StoredBody = Pick<
+  StoredResponse,
+  'body' | 'bodyBase64' | 'bodyType' | 'fileOptions' | 'bodyOmitted' | 'omittedBecause'
+>;
+
+/** A body not stored, and why. */
+export function omitted(omittedBecause: OmittedReason): { bodyOmitted: true; omittedBecause: OmittedReason } {
+  return { bodyOmitted: true, omittedBecause };
+}
 
 /**
  * The body of a result as it will be stored: the JSON the client receives (Dates as strings, `toJSON` applied),
@@ -17,7 +25,7 @@ type StoredBody = Pick<StoredResponse, 'body' | 'bodyBase64' | 'bodyType' | 'fil
 export function storableBody(value: unknown): StoredBody {
   if (value instanceof StreamableFile) {
     const bytes = fileBytes.get(value);
-    if (!bytes) return { bodyOmitted: true };
+    if (!bytes) return omitted('stream');
     return { bodyBase64: bytes.toString('base64'), bodyType: 'StreamableFile', fileOptions: { ...value.options } };
   }
   if (Buffer.isBuffer(value)) return { bodyBase64: value.toString('base64') };
@@ -27,13 +35,13 @@ export function storableBody(value: unknown): StoredBody {
       : Buffer.from(value as ArrayBuffer);
     return { bodyBase64: bytes.toString('base64'), bodyType: value.constructor.name as BinaryBodyType };
   }
-  if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return { bodyOmitted: true };
+  if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') return omitted('stream');
   if (value === undefined) return {};
   try {
     const copy = plainCopy(value, 0);
     return { body: copy !== NOT_PLAIN ? copy : JSON.parse(JSON.stringify(value) ?? 'null') };
   } catch {
-    return { bodyOmitted: true };
+    return omitted('not-json');
   }
 }
 
@@ -100,7 +108,7 @@ export function storedResult(value: unknown): StoredResponse {
  */
 export function storedTypedResult(value: unknown): StoredResponse {
   if (typeof (value as { pipe?: unknown } | null)?.pipe === 'function') {
-    return { statusCode: 200, headers: {}, bodyOmitted: true };
+    return { statusCode: 200, headers: {}, ...omitted('stream') };
   }
   return { statusCode: 200, headers: {}, body: encodeTyped(value, 'result'), bodyEncoding: 'typed' };
 }

@@ -91,6 +91,20 @@ describe('the typed encoding of recorded values', () => {
     });
   });
 
+  it('records an object whose toJSON returns the object itself by its members, as JSON.stringify does (not a cycle)', () => {
+    class Selfish {
+      readonly id = 7;
+      toJSON() {
+        return this;
+      }
+    }
+    const literal = { name: 'x', toJSON: () => literal };
+    expect(roundTrip({ a: new Selfish(), b: literal })).toStrictEqual({ a: { id: 7 }, b: { name: 'x' } });
+    expect(roundTrip({ a: new Selfish(), b: literal })).toStrictEqual(
+      JSON.parse(JSON.stringify({ a: new Selfish(), b: literal })),
+    );
+  });
+
   it('keeps an own __proto__ member as a member, never as the prototype', () => {
     const value = JSON.parse('{"__proto__": {"polluted": true}}') as Record<string, unknown>;
     const back = roundTrip(value) as Record<string, unknown>;

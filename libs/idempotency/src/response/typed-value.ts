@@ -72,9 +72,14 @@ function encodeObject(object: object, path: string, ancestors: Set<object>, dept
   if (object instanceof Set) return { [TAG]: 'Set', value: [...object].map((item, i) => inner(item, `${path}[${i}]`)) };
   if (Array.isArray(object)) return Array.from(object, (item, i) => inner(item, `${path}[${i}]`));
   const toJSON = (object as { toJSON?: unknown }).toJSON;
-  if (typeof toJSON === 'function') return inner(toJSON.call(object), path);
+  if (typeof toJSON === 'function') {
+    const json: unknown = toJSON.call(object);
+    // A `toJSON` that returns the object itself (`toJSON() { return this }`): its members, as JSON.stringify writes it.
+    if (json !== object) return inner(json, path);
+  }
   const members: Record<string, unknown> = {};
   for (const key of Object.keys(object)) {
+    if (key === 'toJSON' && typeof toJSON === 'function') continue;
     const member = inner((object as Record<string, unknown>)[key], `${path}.${key}`);
     Object.defineProperty(members, key, { value: member, enumerable: true, writable: true, configurable: true });
   }
