@@ -309,7 +309,7 @@ describe.each(PLATFORMS)('faithful replays on %s', (platform) => {
       await send(); // the platform cannot send it either: that first answer is the platform's error
       const duplicate = await send();
       expect(duplicate.status).toBe(409);
-      const problem = await duplicate.json();
+      const problem = (await duplicate.json()) as { detail: string };
       expect(problem).toMatchObject({ type: ProblemType.responseNotStored });
       expect(problem.detail).toContain('it cannot be written as JSON');
       expect(problem.detail).not.toContain('too large');

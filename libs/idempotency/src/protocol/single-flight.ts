@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep } from '../repository/idempotency.record';
@@ -15,6 +15,8 @@ export class Flight {
   leaseLost = false;
   private waiting?: Promise<void>;
   private wake?: () => void;
+  /** The confirmation read in progress (`SingleFlight.confirm`), shared by the duplicates that arrive meanwhile. */
+  confirming?: Promise<IdempotencyRecord | undefined>;
 
   constructor(
     readonly claim: Promise<ClaimResult>,
@@ -118,13 +120,25 @@ export class SingleFlight {
   }
 
   /**
-   * The record of a key a local owner holds, as the store has it, read once before a duplicate is told it is in flight:
-   * an operator may have released the key meanwhile (`keys:release`), and then the next request must run, not wait for
-   * the local lease. Still this claim's: the local owner's record. Otherwise the flight ends (the owner's completion
-   * will be refused) and the record read, if any, is returned.
+   * The record of a key a local owner holds, as the store has it, read before a duplicate is told it is in flight: an
+   * operator may have released the key meanwhile (`keys:release`), and then the next request must run, not wait for
+   * the local lease. Duplicates that arrive while a read is on its way share it (a burst costs one read, not one each);
+   * one that arrives after it was answered reads again. Still this claim's: the local owner's record. Otherwise the
+   * flight ends (the owner's completion will be refused) and the record read, if any, is returned.
    */
   async confirm(call: ProtectedCall, flight: Flight, claimToken: string): Promise<IdempotencyRecord | undefined> {
-    const record = await this.repository.get({ key: call.recordKey, partition: call.partition });
+    if (!flight.confirming) {
+      // Sent on the next turn of the event loop, so that the duplicates of a burst parsed meanwhile share it too.
+      const read = setImmediatePromise().then(() =>
+        this.repository.get({ key: call.recordKey, partition: call.partition }),
+      );
+      flight.confirming = read;
+      const done = () => {
+        if (flight.confirming === read) flight.confirming = undefined;
+      };
+      read.then(done, done);
+    }
+    const record = await flight.confirming;
     if (record?.status === 'PENDING' && record.claimToken === claimToken) return localOwner(call, flight, claimToken);
     this.forget(call.recordKey, flight);
     return record;

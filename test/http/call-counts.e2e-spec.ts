@@ -1,0 +1,127 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { Controller, Headers, Post } from '@nestjs/common';
+import { Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { post, startApp, TestApp } from '../support/app';
+import { countCalls } from '../support/call-counter';
+import { localClient, uniqueTableName } from '../support/dynalite';
+import { Engine, ENGINES, startStore } from '../support/engines';
+import { RunsByKey } from '../support/runs-by-key';
+import { createIdempotencyTable } from '../support/table';
+
+@Controller('counted')
+class CountedController {
+  constructor(private readonly runs: RunsByKey) {}
+
+  @Post()
+  @Idempotent()
+  async create(@Headers('idempotency-key') key: string) {
+    this.runs.count(key);
+    await sleep(300);
+    return { created: key };
+  }
+
+  @Post('optimistic')
+  @Idempotent({ mode: 'optimistic' })
+  optimistic(@Headers('idempotency-key') key: string) {
+    this.runs.count(key);
+    return { accepted: key };
+  }
+}
+
+/**
+ * The DynamoDB calls each scenario costs, asserted, so a change in round trips fails here rather than in a benchmark
+ * nobody reran. dynalite ignores `ReturnValuesOnConditionCheckFailure` (a lost claim reads the record); DynamoDB
+ * Local returns it, as DynamoDB does.
+ */
+describe.each(ENGINES)('DynamoDB calls per scenario on %s', (engine: Engine) => {
+  let store: { endpoint: string; stop(): Promise<void> };
+  let client: DynamoDBClient;
+  const apps: Record<'cached' | 'uncached', TestApp> = {} as never;
+  const calls: Record<'cached' | 'uncached', ReturnType<typeof countCalls>> = {} as never;
+  let keys = 0;
+  const newKey = () => `counted-${engine}-${process.pid}-${++keys}`;
+  const send = (app: TestApp, key: string, path = '/counted') =>
+    post(`${app.url}${path}`, {}, { 'Idempotency-Key': key });
+
+  beforeAll(async () => {
+    store = await startStore(engine);
+    client = localClient(store.endpoint);
+    const tableName = uniqueTableName('counted');
+    await createIdempotencyTable(client, tableName);
+    for (const cache of ['cached', 'uncached'] as const) {
+      const own = localClient(store.endpoint);
+      calls[cache] = countCalls(own);
+      apps[cache] = await startApp(
+        'express',
+        {
+          imports: [
+            IdempotencyModule.forRoot({
+              client: own,
+              tableName,
+              replayCache: { enabled: cache === 'cached' },
+              startupCheck: false,
+            }),
+          ],
+          controllers: [CountedController],
+          providers: [RunsByKey],
+        },
+        { realTime: true },
+      );
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(Object.values(apps).map((app) => app.close()));
+    client.destroy();
+    await store.stop();
+  });
+
+  /** The calls `scenario` makes through `app`'s client. */
+  async function counted(cache: 'cached' | 'uncached', scenario: () => Promise<unknown>) {
+    await scenario(); // warm: the first request of an app asks whether the store has transactions
+    calls[cache].reset();
+    return calls[cache].counts;
+  }
+
+  it('a first request: the claim and the completion', async () => {
+    await send(apps.uncached, newKey());
+    calls.uncached.reset();
+    await send(apps.uncached, newKey());
+    expect(calls.uncached.counts).toEqual({ UpdateItem: 2 });
+  });
+
+  it('a burst of 20 concurrent duplicates during a 300 ms handler: one claim, one completion, the 409s share a read', async () => {
+    await send(apps.uncached, newKey());
+    calls.uncached.reset();
+    const key = newKey();
+    const first = send(apps.uncached, key);
+    await sleep(50); // the owner is running
+    const duplicates = await Promise.all(Array.from({ length: 19 }, () => send(apps.uncached, key)));
+    expect((await first).status).toBe(201);
+    expect(duplicates.map(({ status }) => status)).toEqual(Array(19).fill(409));
+    expect(RunsByKey.of(key)).toBe(1);
+    expect(calls.uncached.counts.UpdateItem).toBe(2);
+    // Each 409 is confirmed in the store (an operator may have released the key), but duplicates that arrive while a
+    // read is on its way share it: 19 reads before. dynalite answers in-process so fast that fewer overlap.
+    expect(calls.uncached.counts.GetItem).toBeGreaterThanOrEqual(1);
+    expect(calls.uncached.total()).toBeLessThanOrEqual(engine === 'dynalite' ? 12 : 4);
+  });
+
+  it('a replay from the cache: no call; without the cache: the lost claim alone (and its read on dynalite)', async () => {
+    const key = newKey();
+    await send(apps.cached, key);
+    calls.cached.reset();
+    expect((await send(apps.cached, key)).headers.get('idempotent-replayed')).toBe('true');
+    expect(calls.cached.counts).toEqual({});
+    await send(apps.uncached, key);
+    calls.uncached.reset();
+    expect((await send(apps.uncached, key)).headers.get('idempotent-replayed')).toBe('true');
+    expect(calls.uncached.counts).toEqual(engine === 'dynalite' ? { UpdateItem: 1, GetItem: 1 } : { UpdateItem: 1 });
+  });
+
+  it('an optimistic first request: one write', async () => {
+    const counts = await counted('uncached', () => send(apps.uncached, newKey(), '/counted/optimistic'));
+    await send(apps.uncached, newKey(), '/counted/optimistic');
+    expect(counts).toEqual({ PutItem: 1 });
+  });
+});
