@@ -1,5 +1,5 @@
-import { Body, Controller, Get, HttpCode, Post, Put } from '@nestjs/common';
-import { ApiCreatedResponse, ApiResponse, DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { Body, Controller, Get, HttpCode, INestApplication, Post, Put } from '@nestjs/common';
+import { ApiCreatedResponse, ApiHeader, ApiResponse, DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Test } from '@nestjs/testing';
 import { execFileSync } from 'node:child_process';
 import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
@@ -151,5 +151,86 @@ describe('the OpenAPI document of idempotent routes', () => {
     expect(list.parameters ?? []).toEqual([]);
     expect(Object.keys(list.responses)).toEqual(['200']);
     expect(list['x-idempotency']).toBeUndefined();
+  });
+});
+
+/** A base controller's handler inherited by several controllers, each with its own policy (a common Nest pattern). */
+abstract class CrudController {
+  @Post()
+  create(@Body() body: { name: string }) {
+    return { created: body.name };
+  }
+}
+
+@Controller('books')
+@Idempotent({ ttlSeconds: 600 })
+class BooksController extends CrudController {}
+
+@Controller('notes')
+class NotesController extends CrudController {}
+
+@Controller('pens')
+@Idempotent({ ttlSeconds: 60 })
+@ApiResponse({ status: 409, description: 'Pens: this pen is being made' })
+class PensController extends CrudController {}
+
+@Controller('cups')
+@ApiHeader({ name: 'idempotency-key', description: 'The cups team’s own words for the key' })
+class CupsController {
+  @Post()
+  @Idempotent()
+  create() {
+    return {};
+  }
+}
+
+describe('the OpenAPI document of inherited handlers and declarations the app made', () => {
+  let document: ReturnType<typeof SwaggerModule.createDocument>;
+  let app: INestApplication;
+  const operation = (path: string) => (document.paths[path] as Record<string, Operation>).post;
+
+  beforeAll(async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ repository: new InMemoryIdempotencyRepository() })],
+      controllers: [BooksController, NotesController, PensController, CupsController],
+    }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    document = SwaggerModule.createDocument(app, new DocumentBuilder().setTitle('Shop').setVersion('1').build());
+    await app.init();
+  });
+  afterAll(() => app.close());
+
+  it('describes each route of an inherited handler by its own controller’s policy', () => {
+    expect(operation('/books')['x-idempotency']).toMatchObject({ ttlSeconds: 600 });
+    expect(operation('/pens')['x-idempotency']).toMatchObject({ ttlSeconds: 60 });
+    // The unprotected subclass: no key header, no problems, no x-idempotency.
+    expect(operation('/notes')['x-idempotency']).toBeUndefined();
+    expect(operation('/notes').parameters ?? []).toEqual([]);
+    expect(Object.keys(operation('/notes').responses)).toEqual(['201']);
+  });
+
+  it('still routes each subclass to the inherited handler, protected as its own class says', async () => {
+    await app.listen(0, '127.0.0.1');
+    const url = await app.getUrl();
+    const send = (path: string, key?: string) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) },
+        body: JSON.stringify({ name: 'x' }),
+      });
+    expect((await send('/books')).status).toBe(400); // protected: a key is required
+    expect((await send('/notes')).status).toBe(201); // not protected
+    const first = await send('/books', 'inherited-1');
+    const replay = await send('/books', 'inherited-1');
+    expect([first.status, replay.headers.get('idempotent-replayed')]).toEqual([201, 'true']);
+  });
+
+  it('keeps a 409 the controller class declares, and a key header declared in another letter case, once', () => {
+    expect(operation('/pens').responses['409'].description).toBe('Pens: this pen is being made');
+    const headers = (operation('/cups').parameters ?? []).filter(
+      (parameter) => parameter.in === 'header' && parameter.name.toLowerCase() === 'idempotency-key',
+    );
+    expect(headers).toHaveLength(1);
+    expect(headers[0].description).toBe('The cups team’s own words for the key');
   });
 });

@@ -13,6 +13,8 @@ const API_PARAMETERS = 'swagger/apiParameters';
 const API_RESPONSE = 'swagger/apiResponse';
 const API_EXTENSION = 'swagger/apiExtension';
 const API_EXTRA_MODELS = 'swagger/apiExtraModels';
+const API_HEADERS = 'swagger/apiHeaders';
+const DESCRIBED = [API_PARAMETERS, API_RESPONSE, API_EXTENSION] as const;
 
 /** The problems every protected route may answer, by status, with the outcomes behind each. */
 const ROUTE_PROBLEMS: Record<number, { description: string; retryAfter?: true }> = {
@@ -56,11 +58,11 @@ export class OpenApiRoutes {
       if (typeof metatype !== 'function' || inject) continue;
       const prototype = metatype.prototype as Record<string, Function>;
       for (const name of scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (Reflect.getMetadata(METHOD_METADATA, handler) === undefined) continue;
-        const route = idempotentOptionsOf(reflector, handler, metatype);
+        const inherited = prototype[name];
+        if (Reflect.getMetadata(METHOD_METADATA, inherited) === undefined) continue;
+        const route = idempotentOptionsOf(reflector, inherited, metatype);
         if (!route) continue;
-        this.describe(swagger, metatype, handler, route);
+        this.describe(swagger, metatype, ownHandler(metatype, name, inherited), route);
       }
     }
   }
@@ -79,9 +81,12 @@ export class OpenApiRoutes {
     const scope = route.scope ?? this.options.scope;
     const scoped = scope !== undefined && scope !== false;
     const parameters = [...(original.parameters ?? [])];
-    if (!route.key) parameters.push(this.keyParameter(route, policy, scoped));
+    if (!route.key && !this.declaresKeyHeader(type, parameters))
+      parameters.push(this.keyParameter(route, policy, scoped));
     Reflect.defineMetadata(API_PARAMETERS, parameters, handler);
-    Reflect.defineMetadata(API_RESPONSE, this.responses(swagger, handler, original.responses ?? {}), handler);
+    // A response the controller class declares (`@ApiResponse` on the class) is the route's own too: kept.
+    const declared = { ...Reflect.getMetadata(API_RESPONSE, type), ...original.responses };
+    Reflect.defineMetadata(API_RESPONSE, this.responses(swagger, handler, declared), handler);
     Reflect.defineMetadata(
       API_EXTENSION,
       {
@@ -101,6 +106,16 @@ export class OpenApiRoutes {
     const models: unknown[] = Reflect.getMetadata(API_EXTRA_MODELS, type) ?? [];
     const problem = swagger.problemModel();
     if (!models.includes(problem)) Reflect.defineMetadata(API_EXTRA_MODELS, [...models, problem], type);
+  }
+
+  /** Whether the route or its class declares the key header itself, in any letter case (header names have none). */
+  private declaresKeyHeader(type: Function, parameters: unknown[]): boolean {
+    const name = this.options.keyHeader.toLowerCase();
+    const headers: unknown[] = [...parameters, ...(Reflect.getMetadata(API_HEADERS, type) ?? [])];
+    return headers.some((entry) => {
+      const header = entry as { in?: unknown; name?: unknown };
+      return header.in === 'header' && typeof header.name === 'string' && header.name.toLowerCase() === name;
+    });
   }
 
   private keyParameter(route: IdempotentOptions, policy: ReturnType<typeof callPolicy>, scoped: boolean) {
@@ -154,6 +169,34 @@ export class OpenApiRoutes {
     }
     return responses;
   }
+}
+
+/**
+ * The handler to describe for one controller: its own. A handler inherited from a base class (`abstract class
+ * CrudController { @Post() create() }`) is shared by every subclass, and `@nestjs/swagger` reads a route's description
+ * from the handler; so the subclass gets a method of its own that calls the inherited one, with the inherited
+ * metadata (as declared, before this module described it for another controller). Nest routes it the same way.
+ */
+function ownHandler(type: Function, name: string, inherited: Function): Function {
+  const prototype = type.prototype as Record<string, Function>;
+  if (Object.prototype.hasOwnProperty.call(prototype, name)) return inherited;
+  const own = {
+    [name](this: unknown, ...args: unknown[]): unknown {
+      return inherited.apply(this, args);
+    },
+  }[name];
+  for (const key of Reflect.getMetadataKeys(inherited)) {
+    Reflect.defineMetadata(key, Reflect.getMetadata(key, inherited), own);
+  }
+  const original = originals.get(inherited);
+  if (original) {
+    const values = [original.parameters, original.responses, original.extension];
+    DESCRIBED.forEach((key, i) =>
+      values[i] === undefined ? Reflect.deleteMetadata(key, own) : Reflect.defineMetadata(key, values[i], own),
+    );
+  }
+  Object.defineProperty(prototype, name, { value: own, writable: true, configurable: true, enumerable: false });
+  return own;
 }
 
 /** The status Nest answers a route with: `@HttpCode()`, else 201 for a POST and 200 otherwise. */
