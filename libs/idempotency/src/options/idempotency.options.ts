@@ -88,6 +88,12 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
    */
   unkeyedCalls?: UnkeyedCalls;
   /**
+   * Headers that carry an idempotency key on outgoing requests besides `Idempotency-Key`, `X-Idempotency-Key` and
+   * `keyHeader`: a provider's own (`['PayPal-Request-Id']`). A request with one is not reported by `unkeyedCalls`.
+   * Any letter case.
+   */
+  downstreamKeyHeaders?: string[];
+  /**
    * The table is checked once at startup (`DescribeTable`: credentials, existence, key schema). `true` (default): a
    * problem fails application startup with the reason and the fix. `false`: it is only logged, for apps that must
    * start while DynamoDB is down (requests then answer 503 until it is back).

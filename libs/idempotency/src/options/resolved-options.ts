@@ -54,6 +54,8 @@ export type ResolvedIdempotencyOptions = Required<
     startupCheck: boolean;
     storeIf: StoreIf;
     unkeyedCalls: UnkeyedCalls;
+    /** Lower-case names of outgoing headers that carry a key (`downstreamKeyHeaders`). */
+    downstreamKeyHeaders: string[];
     /** Set when `encryption` is. */
     sealer?: ResponseSealer;
   };
@@ -87,6 +89,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     storeIf: options.storeIf ?? defaultStoreIf,
     onOutcome: onOutcomeOption(options.onOutcome, where),
     unkeyedCalls: unkeyedCallsOption(options.unkeyedCalls, where),
+    downstreamKeyHeaders: headerNames('downstreamKeyHeaders', options.downstreamKeyHeaders ?? [], where),
     sealer: ResponseSealer.from(options.encryption, where),
     reconcileIntervalSeconds:
       options.reconcileIntervalSeconds === undefined
@@ -113,6 +116,12 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
 function onOutcomeOption(hook: unknown, where: string): IdempotencyModuleOptions['onOutcome'] {
   if (hook === undefined || typeof hook === 'function') return hook as IdempotencyModuleOptions['onOutcome'];
   throw new TypeError(`${where}: onOutcome must be a function (event) => void, got ${typeof hook}`);
+}
+
+function headerNames(name: string, value: unknown, where: string): string[] {
+  const valid = (header: unknown) => typeof header === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header);
+  if (Array.isArray(value) && value.every(valid)) return value.map((header: string) => header.toLowerCase());
+  throw new TypeError(`${where}: ${name} must be a list of HTTP header names, got ${JSON.stringify(value)}`);
 }
 
 function unkeyedCallsOption(value: unknown, where: string): UnkeyedCalls {

@@ -26,8 +26,10 @@ export class CallTracking implements OnModuleInit, OnApplicationShutdown {
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
     telemetry: IdempotencyTelemetry,
   ) {
-    if (options.unkeyedCalls !== 'off')
-      this.watch = new UnkeyedCallWatch(options.unkeyedCalls, options.keyHeader, telemetry);
+    if (options.unkeyedCalls !== 'off') {
+      const keyHeaders = [options.keyHeader, ...options.downstreamKeyHeaders];
+      this.watch = new UnkeyedCallWatch(options.unkeyedCalls, keyHeaders, telemetry);
+    }
   }
 
   onModuleInit(): void {

@@ -13,6 +13,67 @@ const WRITES: Record<string, string> = {
   DeleteItemCommand: 'DeleteItem',
 };
 
+type Write = { TableName?: string; ConditionExpression?: string };
+
+/**
+ * The tables a command writes without a condition, or none: a single write without a `ConditionExpression`, every
+ * table of a `BatchWriteItem` (which takes no conditions), a transaction's `Put`, `Update` or `Delete` without one, and
+ * PartiQL `UPDATE` or `DELETE` statements whose `WHERE` is one equality (the key alone; an `INSERT` fails on an
+ * existing key by itself).
+ */
+function unconditionalTargets(commandName: string, input: unknown): { operation: string; tables: string[] } {
+  const none = { operation: '', tables: [] };
+  const single = WRITES[commandName];
+  if (single) {
+    const write = input as Write;
+    return write.ConditionExpression ? none : { operation: single, tables: [String(write.TableName)] };
+  }
+  if (commandName === 'BatchWriteItemCommand') {
+    return {
+      operation: 'BatchWriteItem',
+      tables: Object.keys((input as { RequestItems?: object }).RequestItems ?? {}),
+    };
+  }
+  if (commandName === 'TransactWriteItemsCommand') {
+    const items = (input as { TransactItems?: Record<string, Write | undefined>[] }).TransactItems ?? [];
+    const tables = items.flatMap((item) =>
+      ['Put', 'Update', 'Delete'].flatMap((action) => {
+        const write = item[action];
+        return write && !write.ConditionExpression ? [String(write.TableName)] : [];
+      }),
+    );
+    return { operation: 'TransactWriteItems', tables };
+  }
+  const statements = partiqlStatements(commandName, input);
+  if (!statements) return none;
+  return { operation: commandName.replace(/Command$/, ''), tables: statements.flatMap(unconditionalStatement) };
+}
+
+/** The statements of a PartiQL command (`ExecuteStatement`, `BatchExecuteStatement`, `ExecuteTransaction`). */
+function partiqlStatements(commandName: string, input: unknown): string[] | undefined {
+  if (commandName === 'ExecuteStatementCommand') return [String((input as { Statement?: string }).Statement ?? '')];
+  const many =
+    commandName === 'BatchExecuteStatementCommand'
+      ? (input as { Statements?: { Statement?: string }[] }).Statements
+      : commandName === 'ExecuteTransactionCommand'
+        ? (input as { TransactStatements?: { Statement?: string }[] }).TransactStatements
+        : undefined;
+  return many?.map(({ Statement }) => String(Statement ?? ''));
+}
+
+const PARTIQL_WRITE = /^\s*(UPDATE|DELETE\s+FROM)\s+("[^"]+"|\S+)(.*)$/is;
+
+/** The table of an `UPDATE` or `DELETE` whose `WHERE` is a single equality (no `AND`, no function), or none. */
+function unconditionalStatement(statement: string): string[] {
+  const write = PARTIQL_WRITE.exec(statement);
+  if (!write) return [];
+  const where = /\bWHERE\b(.*)$/is.exec(write[3])?.[1] ?? '';
+  const conditioned = /\b(AND|OR|attribute_\w+|begins_with|contains|size|IN|BETWEEN)\b|<|>/i.test(
+    where.replace(/'[^']*'/g, ''),
+  );
+  return conditioned ? [] : [write[2].replace(/^"|"$/g, '')];
+}
+
 /** The part of the SDK's middleware types this uses (an initialize-step middleware, run before serialization). */
 type Handler = (args: { input: unknown }) => Promise<unknown>;
 type Middleware = (next: Handler, context: { commandName?: string }) => Handler;
@@ -21,12 +82,17 @@ interface Stack {
 }
 
 const unkeyedWrites: Middleware = (next, context) => (args) => {
-  const operation = WRITES[context.commandName ?? ''];
-  const input = args.input as { TableName?: string; ConditionExpression?: string };
-  const error =
-    operation && !input.ConditionExpression
-      ? judgedBy(runningClaim(), () => ({ kind: 'dynamodb', operation, target: String(input.TableName) }))
-      : undefined;
+  const claim = runningClaim();
+  if (!claim?.watch) return next(args);
+  let error;
+  try {
+    const { operation, tables } = unconditionalTargets(context.commandName ?? '', args.input);
+    for (const table of new Set(tables)) {
+      error ??= judgedBy(claim, () => ({ kind: 'dynamodb', operation, target: table }));
+    }
+  } catch {
+    error = undefined; // a command this cannot read is never stopped for it
+  }
   return error ? Promise.reject(error) : next(args);
 };
 

@@ -14,7 +14,7 @@ const undici = channel('undici:request:create');
 class SeenWatch extends UnkeyedCallWatch {
   readonly seen: { route: string; call: UnkeyedCall }[] = [];
   constructor(mode: 'warn' | 'error' = 'error') {
-    super(mode, 'X-Request-Key', new IdempotencyTelemetry());
+    super(mode, ['X-Request-Key'], new IdempotencyTelemetry());
   }
   override report(route: string, call: UnkeyedCall): UnkeyedCallError | undefined {
     this.seen.push({ route, call });
@@ -119,7 +119,7 @@ describe('UnkeyedCallWatch', () => {
   it("in 'warn' mode answers no error, and counts every call", () => {
     const telemetry = new IdempotencyTelemetry();
     const counted = jest.spyOn(telemetry, 'unkeyedCall');
-    const watch = new UnkeyedCallWatch('warn', 'Idempotency-Key', telemetry);
+    const watch = new UnkeyedCallWatch('warn', ['Idempotency-Key'], telemetry);
     const call: UnkeyedCall = { kind: 'dynamodb', operation: 'PutItem', target: 'orders' };
     expect(watch.report('POST /orders', call)).toBeUndefined();
     expect(watch.report('POST /orders', call)).toBeUndefined();

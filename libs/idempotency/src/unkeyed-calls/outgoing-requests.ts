@@ -5,7 +5,8 @@ import { judgedBy, UnkeyedCallError } from './unkeyed-call-watch';
 
 /**
  * Outgoing HTTP requests of protected calls, seen through `node:diagnostics_channel`: undici's `undici:request:create`
- * (the global `fetch`, and undici itself) and `http.client.request.start` (`node:http`, so axios and `@nestjs/axios`).
+ * (the global `fetch`, and undici itself), `http.client.request.start` (`node:http`, so axios and `@nestjs/axios`) and
+ * `http2.client.stream.created` (`node:http2`, published by Node 22.14 and later; Node 20 has no such channel).
  * A request other than GET, HEAD or OPTIONS without a key header is handed to the running claim's watch; with
  * `unkeyedCalls: 'error'` it is failed before a byte is sent. Requests of the AWS SDK (SigV4-signed API calls, the
  * module's own included) are not judged here: DynamoDB writes are, by `dynamodb-writes.ts`.
@@ -13,6 +14,7 @@ import { judgedBy, UnkeyedCallError } from './unkeyed-call-watch';
 
 const UNDICI_CHANNEL = 'undici:request:create';
 const HTTP_CHANNEL = 'http.client.request.start';
+const HTTP2_CHANNEL = 'http2.client.stream.created';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** What the observers read of a request. */
@@ -38,6 +40,7 @@ export function observeOutgoingRequests(): () => void {
   if (observers++ === 0) {
     subscribe(UNDICI_CHANNEL, onUndiciRequest);
     subscribe(HTTP_CHANNEL, onHttpRequest);
+    subscribe(HTTP2_CHANNEL, onHttp2Stream);
   }
   let stopped = false;
   return () => {
@@ -46,6 +49,7 @@ export function observeOutgoingRequests(): () => void {
     if (--observers > 0) return;
     unsubscribe(UNDICI_CHANNEL, onUndiciRequest);
     unsubscribe(HTTP_CHANNEL, onHttpRequest);
+    unsubscribe(HTTP2_CHANNEL, onHttp2Stream);
   };
 }
 
@@ -75,6 +79,23 @@ function onHttpRequest(message: unknown): void {
     },
   }));
   if (error) request.destroy(error);
+}
+
+/** A `node:http2` stream as it is created: its pseudo-headers (`:method`, `:authority`) among its headers. */
+function onHttp2Stream(message: unknown): void {
+  const { stream, headers } = message as {
+    stream: { destroy(error: Error): void };
+    headers: Record<string, string | string[] | undefined>;
+  };
+  const error = judged(() => ({
+    method: String(headers[':method'] ?? 'GET'),
+    host: String(headers[':authority'] ?? ''),
+    header: (name) => {
+      const entry = Object.entries(headers).find(([key]) => key.toLowerCase() === name);
+      return entry?.[1] === undefined ? undefined : String(entry[1]);
+    },
+  }));
+  if (error) stream.destroy(error);
 }
 
 /** The error to stop a request with, after reporting it to the running claim's watch; undefined to let it go. */

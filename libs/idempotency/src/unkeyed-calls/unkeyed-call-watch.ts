@@ -48,15 +48,22 @@ export class UnkeyedCallError extends Error {
 export class UnkeyedCallWatch {
   private static readonly logger = new Logger('Idempotency');
   private readonly reported = new Set<string>();
-  /** Lower-case names of the headers that carry a key: `idempotency-key`, `x-idempotency-key` and the module's own. */
+  /**
+   * Lower-case names of the headers that carry a key: `idempotency-key`, `x-idempotency-key`, the module's own and
+   * `downstreamKeyHeaders`.
+   */
   readonly keyHeaders: ReadonlySet<string>;
 
   constructor(
     readonly mode: Exclude<UnkeyedCalls, 'off'>,
-    keyHeader: string,
+    keyHeaders: string[],
     private readonly telemetry: IdempotencyTelemetry,
   ) {
-    this.keyHeaders = new Set(['idempotency-key', 'x-idempotency-key', keyHeader.toLowerCase()]);
+    this.keyHeaders = new Set([
+      'idempotency-key',
+      'x-idempotency-key',
+      ...keyHeaders.map((name) => name.toLowerCase()),
+    ]);
     telemetry.watchingUnkeyedCalls();
   }
 
