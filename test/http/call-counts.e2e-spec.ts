@@ -102,9 +102,11 @@ describe.each(ENGINES)('DynamoDB calls per scenario on %s', (engine: Engine) => 
     expect(RunsByKey.of(key)).toBe(1);
     expect(calls.uncached.counts.UpdateItem).toBe(2);
     // Each 409 is confirmed in the store (an operator may have released the key), but duplicates that arrive while a
-    // read is on its way share it: 19 reads before. dynalite answers in-process so fast that fewer overlap.
+    // read is on its way share it (19 reads before). How many overlap depends on how the requests arrive: on an idle
+    // machine 1 read on DynamoDB Local (3 calls in all) and about 7 on dynalite, which answers in-process at once;
+    // under the load of a full test run, more. The bound is the sharing itself: never one read per duplicate.
     expect(calls.uncached.counts.GetItem).toBeGreaterThanOrEqual(1);
-    expect(calls.uncached.total()).toBeLessThanOrEqual(engine === 'dynalite' ? 12 : 4);
+    expect(calls.uncached.counts.GetItem).toBeLessThanOrEqual(15);
   });
 
   it('a replay from the cache: no call; without the cache: the lost claim alone (and its read on dynalite)', async () => {
