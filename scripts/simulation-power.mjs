@@ -1,0 +1,293 @@
+#!/usr/bin/env node
+// The simulation's power (`npm run test:simulation-power`, not in CI): applies each protocol mutation of the catalogue
+// below to the library's sources, one at a time, runs the simulation specs alone (test/simulation, at the budget
+// `npm test` gives them) under several seeds, and reports for each mutant whether the simulation found it and after
+// how many sequences. The sources are restored after each mutant (and on Ctrl-C). Run it in a checkout you are not
+// editing: it rewrites files in place.
+//   SEEDS=20 npm run test:simulation-power           (default 3 seeds: 1, 2, 3)
+//   ONLY=hook-rejection npm run test:simulation-power
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = join(import.meta.dirname, '..');
+const src = (file) => join(root, 'libs/idempotency/src', file);
+
+/** Each mutant: what it breaks, and the edits that make it (each `from` must occur exactly once). */
+const CATALOGUE = [
+  {
+    id: 'hook-rejection',
+    what: '§1 an async onOutcome hook whose promise rejects is left unhandled',
+    edits: [['observability/outcome-events.ts', 'if (isThenable(returned)) returned.then(undefined, failed);', '']],
+  },
+  {
+    id: 'item-size',
+    what: '§1 step sizes count the result only, and a completion DynamoDB refuses as too large is not retried',
+    edits: [
+      [
+        'response/step-value.ts',
+        'return Buffer.byteLength(name) + STEP_ENTRY_OVERHEAD_BYTES + encodedByteLength(stepValue(result));',
+        'return encodedByteLength(stepValue(result)) + 0 * STEP_ENTRY_OVERHEAD_BYTES * name.length;',
+      ],
+      [
+        'dynamodb/item-mapping.ts',
+        'if (!isItemTooLarge(error)) throw error;',
+        'if (!isItemTooLarge(error) || true) throw error;',
+      ],
+    ],
+  },
+  {
+    id: 'fingerprint-values',
+    what: '§1 a fingerprint value JSON cannot tell apart (Set, Map, NaN) is hashed instead of refused',
+    edits: [['keys/fingerprint.ts', 'if (strict) refuseAmbiguous(value);', '']],
+  },
+  {
+    id: 'proto-step-name',
+    what: '§1 the steps map is read with assignments (a step named __proto__ vanishes)',
+    edits: [
+      ['dynamodb/step-mapping.ts', 'return Object.entries(steps)', 'return Object.entries(Object.assign({}, steps))'],
+    ],
+  },
+  {
+    id: 'lone-surrogate',
+    what: '§1 a step name with a lone surrogate is accepted',
+    edits: [
+      ['protocol/step-runner.ts', 'if (LONE_SURROGATE.test(name)) {', 'if (LONE_SURROGATE.test(name) && false) {'],
+    ],
+  },
+  {
+    id: 'derived-key-fingerprint',
+    what: '§1 derived and step keys leave out the fingerprint (a different request reuses downstream keys)',
+    edits: [['keys/derived-key.ts', '${recordKey}\\0${fingerprint}\\0${name}', '${recordKey}\\0${name}']],
+  },
+  {
+    id: 'unnamed-calls',
+    what: '§1 a second unnamed client call in one step takes the step’s key again',
+    edits: [['protocol/step-runner.ts', 'if (step.taken) {', 'if (step.taken && false) {']],
+  },
+  {
+    id: 'step-after-end',
+    what: '§1 a step started after its call ended runs its function',
+    edits: [['protocol/step-journal.ts', "if (this.ended) throw callEnded(name, 'the step was not started');", '']],
+  },
+  {
+    id: 'shared-confirmation',
+    what: '§3 each duplicate reads the record before its 409 (no shared read)',
+    edits: [['protocol/single-flight.ts', 'if (!flight.confirming) {', 'if (true) {']],
+  },
+  {
+    id: 'claim-skew',
+    what: 'a PENDING record is claimable once its lease passed, without the clock-skew margin',
+    edits: [
+      [
+        'repository/idempotency.record.ts',
+        "return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);",
+        'return record.expiresAt < nowSeconds;',
+      ],
+    ],
+  },
+  {
+    id: 'claim-lease',
+    what: 'a PENDING record is claimable while its lease runs (off by one: at its last second)',
+    edits: [
+      [
+        'repository/idempotency.record.ts',
+        "return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);",
+        "return record.expiresAt <= nowSeconds + 1 - (record.status === 'PENDING' ? clockSkewSeconds : 0);",
+      ],
+    ],
+  },
+  {
+    id: 'complete-fencing',
+    what: 'the in-memory store completes, fails or renews a record whatever its claim token',
+    edits: [
+      [
+        'repository/in-memory-idempotency.repository.ts',
+        "    const record = this.records.get(key);\n    if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    record.status = status;",
+        "    const record = this.records.get(key);\n    if (record?.status !== 'PENDING') {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    record.status = status;",
+      ],
+    ],
+  },
+  {
+    id: 'step-fencing',
+    what: 'the in-memory store records a step whatever the claim token',
+    edits: [
+      [
+        'repository/in-memory-idempotency.repository.ts',
+        "    const record = this.records.get(key);\n    if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    const recorded",
+        "    const record = this.records.get(key);\n    if (record?.status !== 'PENDING') {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    const recorded",
+      ],
+    ],
+  },
+  {
+    id: 'remove-fencing',
+    what: 'an operator’s removal takes a record whatever it became since it was read',
+    edits: [
+      [
+        'repository/in-memory-idempotency.repository.ts',
+        'if (!record || record.claimToken !== claimToken || record.status !== status) {',
+        'if (!record) {',
+      ],
+    ],
+  },
+  {
+    id: 'step-lease-skew',
+    what: 'a step starts until the lease’s end, without the clock-skew margin',
+    edits: [
+      [
+        'protocol/step-journal.ts',
+        'return leaseLost || this.deps.clock.nowSeconds() >= leaseEndsAt - this.call.clockSkewSeconds;',
+        'return leaseLost || this.deps.clock.nowSeconds() >= leaseEndsAt;',
+      ],
+    ],
+  },
+  {
+    id: 'step-lease-lost-flag',
+    what: 'a refused step write does not mark the lease lost',
+    edits: [['protocol/step-journal.ts', 'this.lease.leaseLost = true;', '']],
+  },
+  {
+    id: 'resume-other-request',
+    what: 'a claim resumes the steps of a different request (another fingerprint)',
+    edits: [
+      [
+        'repository/in-memory-idempotency.repository.ts',
+        "existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined",
+        "existing?.status !== 'COMPLETED' ? existing : undefined",
+      ],
+    ],
+  },
+  {
+    id: 'cache-age',
+    what: 'the replay cache trusts an entry past replayCache.maxAgeSeconds',
+    edits: [
+      [
+        'protocol/replay-cache.ts',
+        'if (this.clock.monotonicMs() >= held.trustedUntilMonotonicMs) return undefined;',
+        '',
+      ],
+    ],
+  },
+  {
+    id: 'cache-expiry',
+    what: 'the replay cache answers past the record’s expiresAt',
+    edits: [
+      ['protocol/replay-cache.ts', 'if (this.clock.nowSeconds() > held.completion.expiresAt) return undefined;', ''],
+    ],
+  },
+  {
+    id: 'local-owner-lease',
+    what: 'single-flight joins a local owner whose lease has passed',
+    edits: [
+      ['protocol/single-flight.ts', 'if (joined && joined.leaseEndsAt >= this.clock.nowSeconds())', 'if (joined)'],
+    ],
+  },
+  {
+    id: 'mismatch',
+    what: 'a different request under a running or completed key is not refused as a mismatch',
+    edits: [
+      [
+        'protocol/idempotency.service.ts',
+        'if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();',
+        '',
+      ],
+    ],
+  },
+  {
+    id: 'confirm-release',
+    what: 'a duplicate of a local owner is answered in flight without looking at the store (a release goes unseen)',
+    edits: [
+      [
+        'protocol/single-flight.ts',
+        "if (record?.status === 'PENDING' && record.claimToken === claimToken) return localOwner(call, flight, claimToken);",
+        'return localOwner(call, flight, claimToken);',
+      ],
+    ],
+  },
+  {
+    id: 'abandon-on-lease-lost',
+    what: 'a run whose step found the lease lost stores its outcome anyway',
+    edits: [
+      [
+        'protocol/key-owner.ts',
+        "if ('error' in outcome && outcome.error instanceof IdempotencyLeaseLostError) {",
+        'if (false) {',
+      ],
+    ],
+  },
+];
+
+const seeds = Array.from({ length: Number(process.env.SEEDS ?? 3) }, (_, i) => i + 1);
+const only = process.env.ONLY?.split(',');
+const originals = new Map();
+const restore = () => {
+  for (const [file, text] of originals) writeFileSync(file, text);
+  originals.clear();
+};
+process.on('SIGINT', () => {
+  restore();
+  process.exit(130);
+});
+
+function apply(edits) {
+  for (const [file, from, to] of edits) {
+    const path = src(file);
+    const text = originals.get(path) ?? readFileSync(path, 'utf8');
+    if (!originals.has(path)) originals.set(path, text);
+    const current = readFileSync(path, 'utf8');
+    const count = current.split(from).length - 1;
+    if (count !== 1) throw new Error(`${file}: ${JSON.stringify(from)} occurs ${count} times`);
+    writeFileSync(path, current.replace(from, to));
+  }
+}
+
+/** Runs the simulation specs under a seed: found (and after how many sequences), or not, and how long it took. */
+function simulate(seed) {
+  const started = Date.now();
+  const run = spawnSync('npx', ['jest', 'test/simulation', '--silent'], {
+    cwd: root,
+    env: { ...process.env, SIMULATION_SEED: String(seed), FORCE_COLOR: '0' },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const output = `${run.stdout}${run.stderr}`;
+  const after = [...output.matchAll(/Property failed after (\d+) tests/g)].map((match) => Number(match[1]));
+  const failedTests = [...output.matchAll(/● (.+)$/gm)].map((match) => match[1]);
+  return {
+    found: run.status !== 0,
+    after: after.length ? Math.min(...after) : undefined,
+    failedTests,
+    ms: Date.now() - started,
+  };
+}
+
+if (process.env.DRY) {
+  // Only checks that every edit applies (each `from` found exactly once), then restores.
+  for (const mutant of CATALOGUE) {
+    try {
+      apply(mutant.edits);
+      console.log(`ok ${mutant.id}`);
+    } finally {
+      restore();
+    }
+  }
+  process.exit(0);
+}
+execFileSync('npx', ['jest', 'test/simulation', '--silent'], { cwd: root, stdio: 'ignore' }); // the unmutated run passes
+console.log(`| mutant | what it breaks | found under | sequences to find it (per seed) | by |`);
+console.log(`|---|---|---:|---|---|`);
+for (const mutant of CATALOGUE.filter(({ id }) => !only || only.includes(id))) {
+  try {
+    apply(mutant.edits);
+    const results = seeds.map(simulate);
+    const found = results.filter((result) => result.found);
+    const by = [...new Set(found.flatMap((result) => result.failedTests.map((name) => name.split(' › ').at(-1))))];
+    console.log(
+      `| ${mutant.id} | ${mutant.what} | ${found.length} of ${seeds.length} seeds | ${results
+        .map((result) => (result.found ? (result.after ?? 'a fixed case') : '—'))
+        .join(', ')} | ${by.slice(0, 2).join('; ') || '—'} |`,
+    );
+  } finally {
+    restore();
+  }
+}
