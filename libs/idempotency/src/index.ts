@@ -65,6 +65,7 @@ export type {
   BinaryBodyType,
   IdempotencyRecord,
   IdempotencyStatus,
+  OmittedReason,
   RecordedStep,
   StoredResponse,
 } from './repository/idempotency.record';
