@@ -5,10 +5,11 @@ const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * Lets every promise chain the last step started run as far as it can: until no call to the store is waiting for its
- * answer (dynalite answers over HTTP; the in-memory store in microtasks), twice in a row.
+ * answer (dynalite answers over HTTP; the in-memory store in microtasks), four turns in a row: a run's late step and
+ * its completion may leave a turn or two between their calls.
  */
 async function settle(fleet: Fleet): Promise<void> {
-  for (let quiet = 0, tries = 0; quiet < 2 && tries < 2000; tries++) {
+  for (let quiet = 0, tries = 0; quiet < 4 && tries < 2000; tries++) {
     await turn();
     quiet = fleet.store.pending.calls === 0 ? quiet + 1 : 0;
     if (quiet === 0) await new Promise((resolve) => setTimeout(resolve, 1));

@@ -3,6 +3,7 @@ import {
   IdempotencyContext,
   IdempotencyError,
   IdempotencyInFlightError,
+  IdempotencyLeaseLostError,
   IdempotencyReconciler,
   IdempotencyRecord,
   IdempotencyService,
@@ -129,7 +130,7 @@ export class Fleet {
    * Per lease-mode key: the step result a run recorded, for which body, and until when its record lasts (its expiry,
    * true time): until then, or a release point, every run of that body must get it.
    */
-  private readonly recordedSteps = new Map<number, { by: number; variant: number; seq: number; untilMs: number }>();
+  private readonly recordedSteps = new Map<string, { by: number; variant: number; seq: number; untilMs: number }>();
 
   constructor(
     readonly layout: { cached: boolean[] },
@@ -173,7 +174,10 @@ export class Fleet {
     });
   }
 
-  /** The handler: a run that records a step, then waits for the simulation to finish it. */
+  /**
+   * The handler: a run that records a step, waits for the simulation to finish it (time passes, leases end, other
+   * processes take over meanwhile), then records a second step before it returns: a step reached late.
+   */
   private async run(request: Request, context: IdempotencyContext): Promise<unknown> {
     const { claimToken } = context;
     const { key, instance } = request;
@@ -210,27 +214,38 @@ export class Fleet {
       };
     });
     void finished.catch(() => undefined); // the run may stop at its step (a lease lost)
-    const effect = await context.step('effect', async () => {
-      await this.checkStepStart(key, claimToken, execution.id, request.variant);
-      return { by: execution.id };
-    });
-    await this.checkStepResult(key, claimToken, execution.id, request.variant, effect);
+    const step = async (name: string) => {
+      const result = await context.step(name, async () => {
+        await this.checkStepStart(key, claimToken, execution.id, request.variant, name);
+        return { by: execution.id };
+      });
+      await this.checkStepResult(key, claimToken, execution.id, request.variant, result, name);
+      return result;
+    };
+    const effect = await step('effect');
     await finished;
-    return { exec: execution.id, effect };
+    const receipt = await step('receipt');
+    return { exec: execution.id, effect, receipt };
   }
 
   /**
    * Invariant 8, as a step's function starts: the run's own record has no result for the step yet, and no earlier run
    * of the same request recorded one that still counts (no release point since, its record not expired).
    */
-  private async checkStepStart(key: number, claimToken: string, exec: number, variant: number): Promise<void> {
+  private async checkStepStart(
+    key: number,
+    claimToken: string,
+    exec: number,
+    variant: number,
+    name: string,
+  ): Promise<void> {
     if (modeOf(key) !== 'lease') return;
     const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
-    const recorded = record?.steps?.find((step) => step.name === 'effect');
+    const recorded = record?.steps?.find((step) => step.name === name);
     if (record?.claimToken === claimToken && recorded) {
       this.violate('steps-resume', `run ${exec} started the step recorded by ${JSON.stringify(recorded.result.body)}`);
     }
-    const earlier = this.recordedSteps.get(key);
+    const earlier = this.recordedSteps.get(`${key}:${name}`);
     const counts =
       earlier?.variant === variant &&
       earlier.seq > this.lastRelease(key) &&
@@ -247,11 +262,12 @@ export class Fleet {
     exec: number,
     variant: number,
     effect: unknown,
+    name: string,
   ): Promise<void> {
     if (modeOf(key) !== 'lease') return;
     const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
     if (record?.claimToken !== claimToken || record.status !== 'PENDING') return;
-    const recorded = record.steps?.find((step) => step.name === 'effect')?.result.body;
+    const recorded = record.steps?.find((step) => step.name === name)?.result.body;
     if (JSON.stringify(recorded) !== JSON.stringify(effect)) {
       this.violate(
         'steps-resume',
@@ -259,8 +275,9 @@ export class Fleet {
       );
     }
     const { by } = effect as { by: number };
-    if (by === exec)
-      this.recordedSteps.set(key, { by, variant, seq: this.nextSeq(), untilMs: record.expiresAt * 1000 });
+    if (by === exec) {
+      this.recordedSteps.set(`${key}:${name}`, { by, variant, seq: this.nextSeq(), untilMs: record.expiresAt * 1000 });
+    }
   }
 
   private answered(request: Request, answer: Promise<unknown>): void {
@@ -346,12 +363,15 @@ export class Fleet {
 
   private readStored(key: number, record: IdempotencyRecord | undefined): void {
     // A recorded step lasts as long as its record: its expiry moves with each lease renewal and release.
-    const step = this.recordedSteps.get(key);
-    const kept = record?.steps?.some(
-      (recorded) => JSON.stringify(recorded.result.body) === JSON.stringify({ by: step?.by }),
-    );
-    if (step && kept) step.untilMs = record!.expiresAt * 1000;
-    if (record?.status === 'COMPLETED') this.recordedSteps.delete(key); // a new life only after it expires
+    for (const name of ['effect', 'receipt']) {
+      const step = this.recordedSteps.get(`${key}:${name}`);
+      const kept = record?.steps?.some(
+        (recorded) =>
+          recorded.name === name && JSON.stringify(recorded.result.body) === JSON.stringify({ by: step?.by }),
+      );
+      if (step && kept) step.untilMs = record!.expiresAt * 1000;
+      if (record?.status === 'COMPLETED') this.recordedSteps.delete(`${key}:${name}`); // a new life only after it expires
+    }
     const answers = this.answers.get(key) ?? [];
     this.answers.set(key, answers);
     const current = this.currentAnswer(key);
@@ -367,7 +387,8 @@ export class Fleet {
     const now = this.time.ms;
     if (answer === undefined) return;
     if ('error' in answer) {
-      if (answer.error instanceof IdempotencyInFlightError) {
+      // A run told its lease is lost (a step found it passed) answers 409 lease-lost: not an in-flight answer.
+      if (answer.error instanceof IdempotencyInFlightError && !(answer.error instanceof IdempotencyLeaseLostError)) {
         if (record?.status !== 'PENDING' && !this.holder(key)) {
           this.violate('in-flight-held', `request ${request.id} was answered in flight, but no run holds the key`);
         }
