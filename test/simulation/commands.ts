@@ -189,6 +189,8 @@ export const steps = [
     .map(([pick, outcome]) => new Finish(pick, outcome)),
   fc.tuple(fc.nat(5), fc.constant<'ok'>('ok')).map(([pick, outcome]) => new Finish(pick, outcome)),
   fc.constantFrom(1, 5, 11, 21, 33, 601).map((seconds) => new Advance(seconds)),
+  // Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
+  fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds)),
   fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
   fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
   instance.map((i) => new Throttle(i)),

@@ -294,7 +294,7 @@ export class Fleet {
     const lastRelease = this.lastRelease(execution.key);
     for (const other of this.executions) {
       if (other.key !== execution.key || other.seq < lastRelease) continue;
-      if (other.state === 'running' && other.leaseEndMs > now + 1000) {
+      if (other.state === 'running' && other.leaseEndMs > now) {
         this.violate('one-execution', `run ${execution.id} started while run ${other.id} still held the lease`);
       }
       // Expired by every clock of the fleet (within the skew): then a new first run is due.
