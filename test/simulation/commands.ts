@@ -206,4 +206,9 @@ export const steps = [
 ];
 
 /** Which instances keep a replay cache (instance 2 is the Lambda container). */
-export const fleetLayouts = fc.tuple(fc.boolean(), fc.boolean(), fc.boolean()).map((cached) => ({ cached }));
+export const fleetLayouts = fc
+  .tuple(
+    fc.tuple(fc.boolean(), fc.boolean(), fc.boolean()),
+    fc.array(fc.constantFrom(-1, 0, 1), { minLength: 3, maxLength: 3 }),
+  )
+  .map(([cached, offsets]) => ({ cached, offsets }));

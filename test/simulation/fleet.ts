@@ -133,11 +133,14 @@ export class Fleet {
   private readonly recordedSteps = new Map<string, { by: number; variant: number; seq: number; untilMs: number }>();
 
   constructor(
-    readonly layout: { cached: boolean[] },
+    /** Which instances keep a replay cache, and (optionally) how far each one's clock starts off true time, in seconds. */
+    readonly layout: { cached: boolean[]; offsets?: number[] },
     readonly store: SimulatedStore,
     readonly time: Time,
   ) {
     this.instances = layout.cached.map((cached, index) => new Instance(index, index === 2, cached, this));
+    // Clocks that start apart (within the skew), so that an owner behind and a claimer ahead meet often.
+    layout.offsets?.forEach((seconds, index) => (this.instances[index].clock.offsetMs = seconds * 1000));
   }
 
   /** Sends a request for `key` (`variant` is its body: 0 and 1 differ) through the instance. */
@@ -252,6 +255,16 @@ export class Fleet {
       this.time.ms < earlier.untilMs - SKEW_SECONDS * 1000;
     if (record?.claimToken === claimToken && counts) {
       this.violate('steps-resume', `run ${exec} started the step run ${earlier.by} had recorded for the same request`);
+    }
+    // A step never starts in a run another claim took the key from, unless an operator released it meanwhile.
+    const run = this.executions.find((execution) => execution.id === exec);
+    if (record && record.claimToken !== claimToken && run && run.seq > this.lastRelease(key)) {
+      const successor = this.executions.find(
+        (other) => other.key === key && other.id !== exec && other.seq > run.seq && other.state === 'running',
+      );
+      if (record.status === 'PENDING' && successor) {
+        this.violate('one-execution', `run ${exec} started step ${name} while run ${successor.id} held the key`);
+      }
     }
   }
 

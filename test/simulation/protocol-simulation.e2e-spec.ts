@@ -24,7 +24,7 @@ const path = process.env.SIMULATION_PATH;
 type Sequence = Iterable<fc.AsyncCommand<object, Fleet>>;
 
 async function simulate(
-  layout: { cached: boolean[] },
+  layout: { cached: boolean[]; offsets?: number[] },
   sequence: Sequence,
   store: (time: Time) => SimulatedStore | Promise<SimulatedStore> = inMemoryStore,
 ) {
