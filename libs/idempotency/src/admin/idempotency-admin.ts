@@ -5,7 +5,7 @@ import { recordKey, scopePartition } from '../keys/record-key';
 import {
   IdempotencyRecord,
   IdempotencyStatus,
-  OMITTED_BECAUSE,
+  omittedInWords,
   RecordedStep,
   StoredResponse,
 } from '../repository/idempotency.record';
@@ -298,9 +298,7 @@ export class IdempotencyAdmin {
         return `(sealed: the configured keys cannot open it: ${(error as Error).message})`;
       }
     }
-    if (stored.bodyOmitted) {
-      return `(not stored: ${stored.omittedBecause ? OMITTED_BECAUSE[stored.omittedBecause] : 'too large, or not JSON'})`;
-    }
+    if (stored.bodyOmitted) return `(not stored: ${omittedInWords(stored.omittedBecause)})`;
     return stored.bodyBase64 !== undefined
       ? { base64: stored.bodyBase64, type: stored.bodyType ?? 'Buffer' }
       : stored.body;

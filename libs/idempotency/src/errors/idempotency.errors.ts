@@ -1,4 +1,4 @@
-import { OMITTED_BECAUSE, OmittedReason } from '../repository/idempotency.record';
+import { omittedInWords, OmittedReason } from '../repository/idempotency.record';
 import type { ProblemOutcome } from './outcomes';
 
 /**
@@ -101,7 +101,7 @@ export class IdempotencyResultNotStoredError extends IdempotencyError {
   ) {
     super(
       'A request with this idempotency key was processed, but its response was not stored for replay: ' +
-        `${omittedBecause ? OMITTED_BECAUSE[omittedBecause] : 'it could not be stored'}. It will not be processed again.`,
+        `${omittedInWords(omittedBecause)}. It will not be processed again.`,
     );
   }
 

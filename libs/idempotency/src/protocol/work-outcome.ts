@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { CommitWrite } from '../repository/commit-write';
-import { OMITTED_BECAUSE, StoredResponse } from '../repository/idempotency.record';
+import { omittedInWords, StoredResponse } from '../repository/idempotency.record';
 import { omitted } from '../response/stored-response.codec';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
 import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
@@ -120,9 +120,8 @@ function captured<T>(logger: Logger, call: ProtectedCall, work: ProtectedWork<T>
     logger.error({ msg: 'capturing the result failed', key: call.recordKey, error: String(error) });
   }
   if (stored.bodyOmitted) {
-    const why = stored.omittedBecause ? OMITTED_BECAUSE[stored.omittedBecause] : 'it cannot be stored';
     logger.warn({
-      msg: `result not stored for replay (${why}): recorded as done without a body; duplicates get 409 response-not-stored`,
+      msg: `result not stored for replay (${omittedInWords(stored.omittedBecause)}): recorded as done without a body; duplicates get 409 response-not-stored`,
       key: call.recordKey,
     });
   }

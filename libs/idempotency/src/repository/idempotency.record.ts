@@ -45,8 +45,12 @@ export interface StoredResponse {
  */
 export type OmittedReason = 'too-large' | 'stream' | 'not-json' | 'sent-by-handler';
 
-/** Each reason in words, for problems, logs and `keys:inspect`. */
-export const OMITTED_BECAUSE: Record<OmittedReason, string> = {
+/** Why a body was not stored, in words, for problems, logs and `keys:inspect` (a record without a reason: older). */
+export function omittedInWords(reason: OmittedReason | undefined): string {
+  return reason ? OMITTED_BECAUSE[reason] : 'it could not be stored (too large, or not JSON)';
+}
+
+const OMITTED_BECAUSE: Record<OmittedReason, string> = {
   'too-large': 'it was too large to store, even compressed',
   stream: 'it was a stream, which is sent once and not kept',
   'not-json': 'it cannot be written as JSON (a cycle, a BigInt, or its serializer threw)',
