@@ -54,6 +54,12 @@ export default tseslint.config(
     },
   },
   {
+    // A library file past 300 lines has grown past its job: split it by concept (CONTRIBUTING.md).
+    files: ['libs/idempotency/src/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    rules: { 'max-lines': ['error', { max: 300 }] },
+  },
+  {
     files: ['**/*.cjs', 'jest*.config.js', 'scripts/**/*.cjs', 'test/support/*.cjs'],
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },

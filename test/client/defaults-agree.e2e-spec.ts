@@ -1,7 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { Dynalite, startDynalite, uniqueTableName } from '../support/dynalite';
-import { DemoProcess, startDemoProcess } from '../support/demo-process';
+import { crashAfterCharge, DemoProcess, startDemoProcess } from '../support/demo-process';
 
 interface Charge {
   chargeId: string;
@@ -44,21 +43,7 @@ describe('the client on its defaults outlasts a crashed owner on the module’s 
     const key = `defaults-${Date.now()}`;
     const body = { item: 'lamp', amount: 4200 };
     const before = (await charges()).length;
-    const first = fetch(`${crashing.url}/checkouts`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': key },
-      body: JSON.stringify(body),
-    }).then(
-      (response) => response.status,
-      () => 'connection lost' as const,
-    );
-    const deadline = Date.now() + 20_000;
-    while ((await charges()).length === before) {
-      if (Date.now() > deadline) throw new Error(`the first shop never charged:\n${crashing.output()}`);
-      await sleep(25);
-    }
-    await crashing.kill('SIGKILL');
-    expect(await first).toBe('connection lost');
+    await crashAfterCharge(crashing, charges, key, body);
 
     const started = performance.now();
     const answer = await createIdempotentClient({ baseUrl: steady.url }).request<{ chargeId: string }>(

@@ -1,7 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { Dynalite, startDynalite, uniqueTableName } from '../support/dynalite';
-import { DemoProcess, startDemoProcess } from '../support/demo-process';
+import { crashAfterCharge, DemoProcess, startDemoProcess } from '../support/demo-process';
 
 interface Charge {
   chargeId: string;
@@ -49,21 +48,7 @@ describe('keys carried downstream, with the shop killed after the charge', () =>
     const key = `checkout-${Date.now()}`;
     const body = { item: 'book', amount: 1250 };
     const before = (await charges()).length;
-    const first = fetch(`${crashing.url}/checkouts`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': key },
-      body: JSON.stringify(body),
-    }).then(
-      (response) => response.status,
-      () => 'connection lost' as const, // with the process
-    );
-    const deadline = Date.now() + 20_000;
-    while ((await charges()).length === before) {
-      if (Date.now() > deadline) throw new Error(`the first shop never charged:\n${crashing.output()}`);
-      await sleep(25);
-    }
-    await crashing.kill('SIGKILL');
-    expect(await first).toBe('connection lost');
+    await crashAfterCharge(crashing, charges, key, body);
 
     const client = createIdempotentClient({ baseUrl: retrying.url, maxElapsedMs: 20_000 });
     const answer = await client.request<{ chargeId: string; charge: { replayed: boolean } }>('POST', '/checkouts', {

@@ -9,6 +9,7 @@ import {
   IdempotencyContext,
   IdempotencyModule,
   IdempotencyModuleOptions,
+  IdempotencyInFlightError,
   IdempotencyMismatchError,
   IdempotencyResultNotStoredError,
   IdempotencyService,
@@ -17,6 +18,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { countCalls } from '../support/call-counter';
 import { createIdempotencyTable } from '../support/table';
 import { jsonMeaning, NotJson, TrackedRejection } from './inputs';
 
@@ -75,6 +77,7 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
   let dynamo: Dynalite | undefined;
   let client: DynamoDBClient | undefined;
   const contexts: INestApplicationContext[] = [];
+  const clients: DynamoDBClient[] = [];
   let keys = 0;
   const newKey = () => `input-${store}-${++keys}`;
 
@@ -87,6 +90,7 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
   afterAll(async () => {
     await Promise.all(contexts.splice(0).map((context) => context.close()));
     client?.destroy();
+    clients.splice(0).forEach((each) => each.destroy());
     await dynamo?.stop();
   });
 
@@ -327,6 +331,65 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
           for (const rejection of rejections.splice(0)) expect(rejection.handled).toBe(true);
         },
       ),
+      { numRuns: runs, seed },
+    );
+  }, 300_000);
+  it(`a burst of duplicates of one flight shares one read of the record per turn (${runs} runs)`, async () => {
+    // The record's reads, counted where they reach the store.
+    let readsSoFar: () => number;
+    let store: IdempotencyModuleOptions;
+    if (dynamo) {
+      const reading = localClient(dynamo.endpoint);
+      clients.push(reading);
+      const { counts } = countCalls(reading);
+      readsSoFar = () => counts.GetItem ?? 0;
+      store = { client: reading };
+    } else {
+      let reads = 0;
+      readsSoFar = () => reads;
+      store = {
+        repository: new (class extends InMemoryIdempotencyRepository {
+          override get(...args: Parameters<InMemoryIdempotencyRepository['get']>) {
+            reads++;
+            return super.get(...args);
+          }
+        })(),
+      };
+    }
+    const { service } = await instance(store);
+    await fc.assert(
+      // Duplicates arriving in turns: each turn's fired together (as a burst's requests are parsed), while the first
+      // request's handler still runs.
+      fc.asyncProperty(fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 4 }), async (turns) => {
+        const key = newKey();
+        let finish!: () => void;
+        let started!: () => void;
+        const running = new Promise<void>((resolve) => (started = resolve));
+        let handlerRuns = 0;
+        const handler = () =>
+          new Promise<string>((resolve) => {
+            handlerRuns++;
+            started();
+            finish = () => resolve('the one answer');
+          });
+        const first = service.execute({ operation: 'burst', key }, handler);
+        await running;
+        for (const size of turns) {
+          const before = readsSoFar();
+          const answers = await Promise.allSettled(
+            Array.from({ length: size }, () => service.execute({ operation: 'burst', key }, handler)),
+          );
+          for (const answer of answers) {
+            expect(answer.status === 'rejected' && answer.reason instanceof IdempotencyInFlightError).toBe(true);
+          }
+          // One read for the turn (a release since the last one would be seen), never one per duplicate.
+          expect(readsSoFar() - before).toBeLessThanOrEqual(1);
+        }
+        finish();
+        expect(await first).toBe('the one answer');
+        expect(await service.execute({ operation: 'burst', key }, handler)).toBe('the one answer');
+        expect(handlerRuns).toBe(1);
+      }),
       { numRuns: runs, seed },
     );
   }, 300_000);

@@ -1,5 +1,6 @@
 import { ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -62,4 +63,34 @@ export async function startDemoProcess(env: Record<string, string>, timeoutMs = 
       await exited;
     },
   };
+}
+
+/**
+ * A checkout whose shop dies after its charge: posts `body` under `key` to `shop` (a demo with a long
+ * `CHECKOUT_DELAY_MS` after its charge step), waits until `charges()` grows, then SIGKILLs the shop. Resolves once the
+ * caller has seen its connection lost: the key is left PENDING under a dead owner's lease, its charge made.
+ */
+export async function crashAfterCharge(
+  shop: DemoProcess,
+  charges: () => Promise<unknown[]>,
+  key: string,
+  body: unknown,
+): Promise<void> {
+  const before = (await charges()).length;
+  const first = fetch(`${shop.url}/checkouts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(body),
+  }).then(
+    (response) => response.status,
+    () => 'connection lost' as const, // with the process
+  );
+  const deadline = Date.now() + 20_000;
+  while ((await charges()).length === before) {
+    if (Date.now() > deadline) throw new Error(`the first shop never charged:\n${shop.output()}`);
+    await sleep(25);
+  }
+  await shop.kill('SIGKILL');
+  const answered = await first;
+  if (answered !== 'connection lost') throw new Error(`the shop answered ${answered} before it was killed`);
 }

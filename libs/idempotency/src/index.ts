@@ -108,12 +108,7 @@ export {
   REPLAYED_HEADER,
 } from './idempotency.constants';
 export { IdempotencyAdmin } from './admin/idempotency-admin';
-export type {
-  AdminResult,
-  IdempotencyAdminOptions,
-  KeySelector,
-  RecordReport,
-  StepReport,
-} from './admin/idempotency-admin';
+export type { AdminResult, IdempotencyAdminOptions, KeySelector } from './admin/idempotency-admin';
+export type { RecordReport, StepReport } from './admin/record-report';
 export type { RemoveInput, RemoveResult } from './repository/idempotency.repository';
 export type { PartitionKeyValue } from './options/idempotency.options';

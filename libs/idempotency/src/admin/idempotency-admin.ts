@@ -2,15 +2,10 @@ import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { DEFAULT_FAILED_TTL_SECONDS } from '../idempotency.constants';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
-import {
-  IdempotencyRecord,
-  IdempotencyStatus,
-  omittedInWords,
-  RecordedStep,
-  StoredResponse,
-} from '../repository/idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
-import { ResponseSealer, stepSealKey } from '../response/response-sealing';
+import { ResponseSealer } from '../response/response-sealing';
+import { RecordReport, reportRecord } from './record-report';
 
 /**
  * Which record an operator means: the operation and the client's key as the module derives its record key (a route as
@@ -25,37 +20,6 @@ export interface KeySelector {
   scope?: string;
   recordKey?: string;
   partition?: string;
-}
-
-/** A record's state as an operator reads it: times as epoch seconds and ISO text, never the body unless asked. */
-export interface RecordReport extends RecordLocation {
-  status: IdempotencyStatus;
-  claimToken: string;
-  fingerprint: string;
-  pendingSince: string;
-  expiresAt: string;
-  /** Seconds until `expiresAt` (negative once past). */
-  expiresInSeconds: number;
-  completedAt?: string;
-  /** The stored answer's status, and its size as stored (bytes); whether it is sealed (`encryption`). */
-  storedStatus?: number;
-  storedBytes?: number;
-  sealed: boolean;
-  /** Only with `showBody`, and only what the configured encryption keys can open. */
-  body?: unknown;
-  /** The recovery points recorded for the request (`IdempotencyContext.step`), in the order they were recorded. */
-  steps?: StepReport[];
-}
-
-/** One recorded step: its result only with `showBody` (in the typed encoding, opened when sealed). */
-export interface StepReport {
-  name: string;
-  recordedAt: string;
-  /** The `attempt` its function ran as when it was recorded. */
-  attempt: number;
-  /** Its size as stored, in bytes. */
-  bytes?: number;
-  result?: unknown;
 }
 
 /** What an operator's release or purge did, and what the record was. */
@@ -259,48 +223,6 @@ export class IdempotencyAdmin {
   }
 
   private report(record: IdempotencyRecord, showBody = false): RecordReport {
-    const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
-    const response: StoredResponse | undefined = record.response;
-    const report: RecordReport = {
-      key: record.key,
-      ...(record.partition === undefined ? {} : { partition: record.partition }),
-      status: record.status,
-      claimToken: record.claimToken,
-      fingerprint: record.fingerprint,
-      pendingSince: iso(record.pendingSince),
-      expiresAt: iso(record.expiresAt),
-      expiresInSeconds: record.expiresAt - this.clock.nowSeconds(),
-      ...(record.completedAt === undefined ? {} : { completedAt: iso(record.completedAt) }),
-      ...(response ? { storedStatus: response.statusCode } : {}),
-      ...(record.responseBytes === undefined ? {} : { storedBytes: record.responseBytes }),
-      sealed: response?.sealed !== undefined,
-    };
-    if (showBody && response) report.body = this.opened(record.key, response);
-    if (record.steps?.length) report.steps = record.steps.map((step) => this.stepReport(record.key, step, showBody));
-    return report;
-  }
-
-  private stepReport(key: string, step: RecordedStep, showBody: boolean): StepReport {
-    const { name, recordedAt, attempt, bytes } = step;
-    const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, bytes };
-    if (showBody) report.result = this.opened(stepSealKey(key, name), step.result);
-    return report;
-  }
-
-  /** The stored body, opened when sealed; what the configured keys cannot open is said, not shown. */
-  private opened(key: string, response: StoredResponse): unknown {
-    let stored = response;
-    if (response.sealed !== undefined) {
-      if (!this.sealer) return '(sealed: give the encryption keys to open it)';
-      try {
-        stored = this.sealer.open(key, response);
-      } catch (error) {
-        return `(sealed: the configured keys cannot open it: ${(error as Error).message})`;
-      }
-    }
-    if (stored.bodyOmitted) return `(not stored: ${omittedInWords(stored.omittedBecause)})`;
-    return stored.bodyBase64 !== undefined
-      ? { base64: stored.bodyBase64, type: stored.bodyType ?? 'Buffer' }
-      : stored.body;
+    return reportRecord(record, { now: this.clock.nowSeconds(), sealer: this.sealer, showBody });
   }
 }

@@ -1,4 +1,5 @@
-import { AdminResult, IdempotencyAdmin, KeySelector, RecordReport } from '../admin/idempotency-admin';
+import { AdminResult, IdempotencyAdmin, KeySelector } from '../admin/idempotency-admin';
+import { RecordReport } from '../admin/record-report';
 import { DynamoDbIdempotencyRepository } from '../dynamodb/dynamodb-idempotency.repository';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { dynamoErrorCode } from '../dynamodb/dynamodb-errors';

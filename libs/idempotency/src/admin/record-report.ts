@@ -1,0 +1,93 @@
+import {
+  IdempotencyRecord,
+  IdempotencyStatus,
+  omittedInWords,
+  RecordedStep,
+  StoredResponse,
+} from '../repository/idempotency.record';
+import { RecordLocation } from '../repository/idempotency.repository';
+import { ResponseSealer, stepSealKey } from '../response/response-sealing';
+
+/** A record's state as an operator reads it: times as epoch seconds and ISO text, never the body unless asked. */
+export interface RecordReport extends RecordLocation {
+  status: IdempotencyStatus;
+  claimToken: string;
+  fingerprint: string;
+  pendingSince: string;
+  expiresAt: string;
+  /** Seconds until `expiresAt` (negative once past). */
+  expiresInSeconds: number;
+  completedAt?: string;
+  /** The stored answer's status, and its size as stored (bytes); whether it is sealed (`encryption`). */
+  storedStatus?: number;
+  storedBytes?: number;
+  sealed: boolean;
+  /** Only with `showBody`, and only what the configured encryption keys can open. */
+  body?: unknown;
+  /** The recovery points recorded for the request (`IdempotencyContext.step`), in the order they were recorded. */
+  steps?: StepReport[];
+}
+
+/** One recorded step: its result only with `showBody` (in the typed encoding, opened when sealed). */
+export interface StepReport {
+  name: string;
+  recordedAt: string;
+  /** The `attempt` its function ran as when it was recorded. */
+  attempt: number;
+  /** Its size as stored, in bytes. */
+  bytes?: number;
+  result?: unknown;
+}
+
+/**
+ * A record as an operator reads it (`keys:inspect`, `keys:list`, an admin command's answer): times as ISO text, the
+ * body only with `showBody`, opened when sealed and the `sealer` can open it.
+ */
+export function reportRecord(
+  record: IdempotencyRecord,
+  { now, sealer, showBody = false }: { now: number; sealer?: ResponseSealer; showBody?: boolean },
+): RecordReport {
+  const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+  const response: StoredResponse | undefined = record.response;
+  const report: RecordReport = {
+    key: record.key,
+    ...(record.partition === undefined ? {} : { partition: record.partition }),
+    status: record.status,
+    claimToken: record.claimToken,
+    fingerprint: record.fingerprint,
+    pendingSince: iso(record.pendingSince),
+    expiresAt: iso(record.expiresAt),
+    expiresInSeconds: record.expiresAt - now,
+    ...(record.completedAt === undefined ? {} : { completedAt: iso(record.completedAt) }),
+    ...(response ? { storedStatus: response.statusCode } : {}),
+    ...(record.responseBytes === undefined ? {} : { storedBytes: record.responseBytes }),
+    sealed: response?.sealed !== undefined,
+  };
+  if (showBody && response) report.body = opened(sealer, record.key, response);
+  if (record.steps?.length) report.steps = record.steps.map((step) => stepReport(sealer, record.key, step, showBody));
+  return report;
+}
+
+function stepReport(sealer: ResponseSealer | undefined, key: string, step: RecordedStep, showBody: boolean) {
+  const { name, recordedAt, attempt, bytes } = step;
+  const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, bytes };
+  if (showBody) report.result = opened(sealer, stepSealKey(key, name), step.result);
+  return report;
+}
+
+/** The stored body, opened when sealed; what the configured keys cannot open is said, not shown. */
+function opened(sealer: ResponseSealer | undefined, key: string, response: StoredResponse): unknown {
+  let stored = response;
+  if (response.sealed !== undefined) {
+    if (!sealer) return '(sealed: give the encryption keys to open it)';
+    try {
+      stored = sealer.open(key, response);
+    } catch (error) {
+      return `(sealed: the configured keys cannot open it: ${(error as Error).message})`;
+    }
+  }
+  if (stored.bodyOmitted) return `(not stored: ${omittedInWords(stored.omittedBecause)})`;
+  return stored.bodyBase64 !== undefined
+    ? { base64: stored.bodyBase64, type: stored.bodyType ?? 'Buffer' }
+    : stored.body;
+}
