@@ -110,8 +110,9 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
     return { service: context.get(IdempotencyService), admin: context.get(IdempotencyAdmin) };
   }
 
-  it(`every step name and result the API accepts round-trips; others are refused before they run (${runs} runs)`, async () => {
-    const { service, admin } = await instance();
+  it(`every step name and result the API accepts round-trips, sealed or not; others are refused before they run (${runs} runs)`, async () => {
+    // Encryption on and off: a sealed step or response is larger as stored, and must round-trip the same.
+    const instances = { plain: await instance(), sealed: await instance({ encryption: { keys: [randomBytes(32)] } }) };
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
@@ -127,7 +128,9 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
         ),
         responseKilobytes,
         fc.boolean(),
-        async (steps, kilobytes, failFirst) => {
+        fc.constantFrom('plain', 'sealed'),
+        async (steps, kilobytes, failFirst, sealing: keyof typeof instances) => {
+          const { service, admin } = instances[sealing];
           const key = newKey();
           const ran: string[] = [];
           const accepted = new Map<string, unknown>();
@@ -175,6 +178,8 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
           );
           if ('value' in duplicate) expect(duplicate.value).toEqual(response);
           else expect(duplicate.error).toBeInstanceOf(IdempotencyResultNotStoredError);
+          // Sealed when encryption is on and the answer was stored (one stored without its body keeps nothing to seal).
+          expect(report?.sealed).toBe(sealing === 'sealed' && 'value' in duplicate);
           expect(handlerRuns).toBe(failFirst ? 2 : 1);
         },
       ),
