@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { Fleet, KEYS, selectorOf } from './fleet';
+import { Fleet, KEYS, recordKeyOf, scopeTextOf, selectorOf, TTL_SECONDS } from './fleet';
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -28,7 +28,7 @@ abstract class Step implements fc.AsyncCommand<object, Fleet> {
     await fleet.check();
     if (fleet.violations.length > 0) throw new Error(fleet.violations.join('\n'));
   }
-  protected abstract act(fleet: Fleet): void | Promise<void>;
+  abstract act(fleet: Fleet): void | Promise<void>;
   abstract toString(): string;
 }
 
@@ -124,27 +124,47 @@ export class Throttle extends Step {
   }
 }
 
-/** An operator removes a key's record through an instance's `IdempotencyAdmin` (purge, or release with force). */
+/**
+ * An operator removes a key's record through an instance's `IdempotencyAdmin` (purge, or release with force), now and
+ * then with another step (`between`) happening between the command's read of the record and its write.
+ */
 export class Remove extends Step {
   constructor(
     readonly instance: number,
     readonly key: number,
     readonly how: 'purge' | 'release' | 'release --force',
+    readonly between?: Step,
   ) {
     super();
   }
   async act(fleet: Fleet) {
     const instance = fleet.instances[this.instance];
     if (instance.crashed || instance.frozen) return;
-    const selector = selectorOf(this.key);
+    let changed: string | undefined;
+    const { between, key } = this;
+    if (between) {
+      instance.repository.beforeNextRemove = async (read) => {
+        await between.act(fleet);
+        await settle(fleet);
+        await fleet.check(); // the answers given meanwhile, against the record as it was before the removal
+        const now = await fleet.store.read(recordKeyOf(key), scopeTextOf(key));
+        if (now?.claimToken !== read.claimToken || now?.status !== read.status) {
+          changed = `${read.status} ${read.claimToken} when read, ${now ? `${now.status} ${now.claimToken}` : 'gone'} when removed`;
+        }
+      };
+    }
+    const selector = selectorOf(key);
     const result =
       this.how === 'purge'
         ? await instance.admin.purge(selector)
         : await instance.admin.release(selector, { force: this.how === 'release --force' });
-    if (result.done) fleet.removed(this.key, instance);
+    instance.repository.beforeNextRemove = undefined;
+    if (result.done && changed)
+      fleet.violate('admin-conditional', `${this.how} of key ${key} removed a record: ${changed}`);
+    else if (result.done) fleet.removed(key, instance);
   }
   toString() {
-    return `${this.how}(instance ${this.instance}, key ${this.key})`;
+    return `${this.how}(instance ${this.instance}, key ${this.key}${this.between ? `, ${this.between} between its read and its write` : ''})`;
   }
 }
 
@@ -188,7 +208,7 @@ export const steps = [
     .tuple(fc.nat(5), fc.constantFrom<'ok' | 'fail'>('ok', 'ok', 'fail'))
     .map(([pick, outcome]) => new Finish(pick, outcome)),
   fc.tuple(fc.nat(5), fc.constant<'ok'>('ok')).map(([pick, outcome]) => new Finish(pick, outcome)),
-  fc.constantFrom(1, 5, 11, 21, 33, 601).map((seconds) => new Advance(seconds)),
+  fc.constantFrom(1, 5, 6, 11, 21, 33, 601).map((seconds) => new Advance(seconds)),
   // Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
   fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds)),
   fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
@@ -201,14 +221,34 @@ export const steps = [
       fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
     )
     .map(([i, k, how]) => new Remove(i, k, how)),
+  // The same, with a run finishing, a request, a lease's end or a sweep between the command's read and its write.
+  fc
+    .tuple(
+      instance,
+      key,
+      fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
+      fc.oneof(
+        fc
+          .tuple(fc.nat(5), fc.constantFrom<'ok' | 'fail'>('ok', 'fail'))
+          .map(([pick, outcome]) => new Finish(pick, outcome)),
+        fc.tuple(instance, key).map(([i, k]) => new Send(i, k, 0, false)),
+        fc.constant(new Advance(33)),
+        instance.map((i) => new Sweep(i)),
+      ),
+    )
+    .map(([i, k, how, between]) => new Remove(i, k, how, between)),
   instance.map((i) => new Sweep(i)),
   fc.constant(new TtlDeletes()),
 ];
 
-/** Which instances keep a replay cache (instance 2 is the Lambda container). */
+/**
+ * Which instances keep a replay cache (instance 2 is the Lambda container), how far each clock starts off, and how long
+ * answers are kept: 600 s mostly, or 8 s (shorter than a cached answer's 10 s, so the cache's two bounds meet).
+ */
 export const fleetLayouts = fc
   .tuple(
     fc.tuple(fc.boolean(), fc.boolean(), fc.boolean()),
     fc.array(fc.constantFrom(-1, 0, 1), { minLength: 3, maxLength: 3 }),
+    fc.constantFrom(TTL_SECONDS, TTL_SECONDS, 8),
   )
-  .map(([cached, offsets]) => ({ cached, offsets }));
+  .map(([cached, offsets, ttlSeconds]) => ({ cached, offsets, ttlSeconds }));

@@ -17,7 +17,7 @@ import { StoreReadiness } from '../../libs/idempotency/src/startup/store-readine
 import { INVARIANTS, InvariantId } from './invariants';
 import { InstanceClock, InstanceRepository, SimulatedStore, Time } from './stores';
 
-/** The fleet's settings: a 30 s lease, a 2 s clock-skew margin, answers kept 600 s, cached answers trusted 10 s. */
+/** The fleet's settings: a 30 s lease, a 2 s clock-skew margin, answers kept 600 s (or 8, by layout), cached answers trusted 10 s. */
 export const LEASE_SECONDS = 30;
 export const SKEW_SECONDS = 2;
 export const TTL_SECONDS = 600;
@@ -81,7 +81,7 @@ export class Instance {
       ...fleet.store.layout,
       pendingTtlSeconds: LEASE_SECONDS,
       clockSkewSeconds: SKEW_SECONDS,
-      ttlSeconds: TTL_SECONDS,
+      ttlSeconds: fleet.layout.ttlSeconds ?? TTL_SECONDS,
       replayCache: cached ? { maxEntries: 100, maxAgeSeconds: MAX_AGE_SECONDS } : { enabled: false },
       startupCheck: false,
     });
@@ -133,8 +133,11 @@ export class Fleet {
   private readonly recordedSteps = new Map<string, { by: number; variant: number; seq: number; untilMs: number }>();
 
   constructor(
-    /** Which instances keep a replay cache, and (optionally) how far each one's clock starts off true time, in seconds. */
-    readonly layout: { cached: boolean[]; offsets?: number[] },
+    /**
+     * Which instances keep a replay cache, (optionally) how far each one's clock starts off true time, in seconds, and
+     * how long answers are kept (`ttlSeconds`, default `TTL_SECONDS`).
+     */
+    readonly layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number },
     readonly store: SimulatedStore,
     readonly time: Time,
   ) {

@@ -19,6 +19,8 @@ export const INVARIANTS = {
     'A step runs once per request: its function never starts in a run whose record already holds its result, nor again for the same request before its record expires, and a run that owns the record gets the recorded result.',
   'own-items-only':
     'Only its own items: nothing the module does (requests, sweeps, operators’ commands) changes an item of the table that is not one of its records.',
+  'admin-conditional':
+    'An operator changes only what it read: a release or purge removes a record only if it is still the one the command read (the same claim, the same state); one that changed meanwhile is left as it is.',
 } as const;
 
 export type InvariantId = keyof typeof INVARIANTS;

@@ -24,7 +24,7 @@ const path = process.env.SIMULATION_PATH;
 type Sequence = Iterable<fc.AsyncCommand<object, Fleet>>;
 
 async function simulate(
-  layout: { cached: boolean[]; offsets?: number[] },
+  layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number },
   sequence: Sequence,
   store: (time: Time) => SimulatedStore | Promise<SimulatedStore> = inMemoryStore,
 ) {

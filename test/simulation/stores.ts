@@ -91,7 +91,14 @@ export class InstanceRepository extends IdempotencyRepository {
     this.as(() => this.inner.recordStep(input));
   get = (input: Parameters<IdempotencyRepository['get']>[0]) => this.as(() => this.inner.get(input));
   scan = (input: Parameters<IdempotencyRepository['scan']>[0]) => this.inner.scan(input);
-  override remove = (input: Parameters<IdempotencyRepository['remove']>[0]) => this.as(() => this.inner.remove(input));
+  /** Runs once, between an operator command's read of a record and its removal (another step interleaved). */
+  beforeNextRemove?: (input: Parameters<IdempotencyRepository['remove']>[0]) => Promise<void>;
+  override remove = async (input: Parameters<IdempotencyRepository['remove']>[0]) => {
+    const interleaved = this.beforeNextRemove;
+    this.beforeNextRemove = undefined;
+    await interleaved?.(input);
+    return this.as(() => this.inner.remove(input));
+  };
   override supportsCommitWith = async () => false;
 }
 
