@@ -17,7 +17,8 @@ import {
   UnrecordableValueError,
 } from 'nestjs-dynamodb-idempotency';
 import { createIdempotentClient } from 'nestjs-dynamodb-idempotency/client';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
+import { Engine, ENGINES, startStore } from '../support/engines';
 import { countCalls } from '../support/call-counter';
 import { createIdempotencyTable } from '../support/table';
 import { jsonMeaning, NotJson, TrackedRejection } from './inputs';
@@ -29,7 +30,8 @@ import { jsonMeaning, NotJson, TrackedRejection } from './inputs';
  * hooks that throw or reject, and calls of the retrying client inside steps with and without names. Checked on every
  * run: every value the API accepts round-trips (or is refused at the door with a TypeError or RangeError, never by the
  * store), no two different requests share an answer or a downstream key, a rejected hook promise is handled.
- * On the in-memory store and on dynalite (DynamoDB's item-size rule and its map keys).
+ * On the in-memory store, on dynalite and on DynamoDB Local when the suite runs it (DynamoDB's item-size rule and its
+ * map keys).
  */
 const runs = Number(process.env.SIMULATION_INPUT_RUNS ?? 60);
 const seed = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);
@@ -73,7 +75,10 @@ const stepResult = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 40 }).map((kb) => 'x'.repeat(kb * 1024)) },
 );
 
-describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s store', (store) => {
+/** The stores: in memory, and DynamoDB's own rules (item size, map keys) on each engine the suite runs. */
+const STORES: ('in-memory' | Engine)[] = ['in-memory', ...ENGINES];
+
+describe.each(STORES)('generated inputs on the %s store', (store) => {
   let dynamo: Dynalite | undefined;
   let client: DynamoDBClient | undefined;
   const contexts: INestApplicationContext[] = [];
@@ -82,8 +87,8 @@ describe.each(['in-memory', 'dynalite'] as const)('generated inputs on the %s st
   const newKey = () => `input-${store}-${++keys}`;
 
   beforeAll(async () => {
-    if (store === 'dynalite') {
-      dynamo = await startDynalite();
+    if (store !== 'in-memory') {
+      dynamo = await startStore(store);
       client = localClient(dynamo.endpoint);
     }
   });

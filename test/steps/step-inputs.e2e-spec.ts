@@ -6,6 +6,7 @@ import { Test } from '@nestjs/testing';
 import {
   IdempotencyAdmin,
   IdempotencyContext,
+  IdempotencyInFlightError,
   IdempotencyModule,
   IdempotencyService,
 } from 'nestjs-dynamodb-idempotency';
@@ -71,9 +72,9 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
   });
 
   /** The module on a table of its own, the replay cache off: every call reaches DynamoDB. */
-  async function instance() {
-    const tableName = uniqueTableName('stepinputs');
-    await createIdempotencyTable(client, tableName);
+  async function instance(shared?: string) {
+    const tableName = shared ?? uniqueTableName('stepinputs');
+    if (!shared) await createIdempotencyTable(client, tableName);
     const moduleRef = await Test.createTestingModule({
       imports: [IdempotencyModule.forRoot({ client, tableName, replayCache: { enabled: false } })],
     }).compile();
@@ -82,8 +83,8 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
     return { service: context.get(IdempotencyService), admin: context.get(IdempotencyAdmin), tableName };
   }
 
-  it('round-trips a step named __proto__ (or constructor): a retry resumes it without running it, inspect shows it', async () => {
-    const { service, admin } = await instance();
+  it('round-trips a step named __proto__ (or constructor): a retry resumes it without running it, inspect shows it, duplicates replay', async () => {
+    const { service, admin, tableName } = await instance();
     const key = newKey();
     const runs: string[] = [];
     const handler = (fail: boolean) => async (context: IdempotencyContext) => {
@@ -98,6 +99,26 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
     const report = await admin.inspect({ name: 'fn names', key });
     // Two steps recorded in the same second come back in the store's map order.
     expect(report?.steps?.map(({ name }) => name).sort()).toEqual(['__proto__', 'constructor']);
+    // A duplicate's claim fails its condition and reads the record from the error's answer (the SDK cannot read a
+    // map key __proto__ there): it replays, and a duplicate in flight (on a second instance) is told so: never a fault.
+    expect(await service.execute({ operation: 'names', key }, handler(false))).toEqual(['p', 'c']);
+    const second = await instance(tableName);
+    let release!: () => void;
+    let stepped!: () => void;
+    const recorded = new Promise<void>((resolve) => (stepped = resolve));
+    const running = service.execute({ operation: 'held', key }, async (context) => {
+      await context.step('__proto__', () => 'p');
+      stepped();
+      await new Promise<void>((resolve) => (release = resolve));
+      return 'done';
+    });
+    await recorded;
+    await expect(second.service.execute({ operation: 'held', key }, () => 'again')).rejects.toBeInstanceOf(
+      IdempotencyInFlightError,
+    );
+    release();
+    await expect(running).resolves.toBe('done');
+    expect(await second.service.execute({ operation: 'held', key }, () => 'again')).toBe('done');
   });
 
   it('refuses a name that is not well-formed Unicode at step(), before it runs; the table stays readable', async () => {

@@ -1,6 +1,7 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 import { RecordLocation, RecordStepInput } from '../repository/idempotency.repository';
 import { attributeValues, names } from './item-mapping';
+import { stepKey } from '../response/step-value';
 import { MapValue, stepItem } from './step-mapping';
 import { CLAIMABLE, OWNED_BY_CLAIM } from './record-requests';
 import { TableLayout } from './table-layout';
@@ -101,7 +102,7 @@ export function recordStepRequest(
     Key: layout.itemKey(key, partition),
     UpdateExpression: RECORD_STEP,
     ConditionExpression: OWNED_BY_CLAIM,
-    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': step.name },
+    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': stepKey(step.name) },
     ExpressionAttributeValues: attributeValues({
       ':step': stepItem({ ...step, recordedAt: nowSeconds }),
       ':pending': 'PENDING',

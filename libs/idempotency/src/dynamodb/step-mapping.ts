@@ -2,10 +2,10 @@ import { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { gunzipSync } from 'node:zlib';
 import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
-import { stepValue } from '../response/step-value';
+import { stepNameOf, stepValue } from '../response/step-value';
 
 /**
- * A recorded step as the record's `steps` map keeps it, under its name: its result's typed JSON as `value` (gzipped, B,
+ * A recorded step as the record's `steps` map keeps it, under its name (`stepKey`): its result's typed JSON as `value` (gzipped, B,
  * above 0.7 KB), or the sealed envelope as `sealed` (`encryption`); when it was recorded (`at`), its `attempt` and the
  * `run` that recorded it. Only the value is stored, not a whole stored response: each later write of the record is
  * billed on it.
@@ -38,15 +38,15 @@ export function stepItem({ result, recordedAt, attempt, run }: Omit<RecordedStep
  */
 export function recordedSteps(steps: Record<string, AttributeValue>): RecordedStep[] {
   return Object.entries(steps)
-    .map(([name, entry]) => {
+    .map(([key, entry]) => {
       const { value, sealed, at, attempt, run } = unmarshall(entry.M ?? {}) as StepItem;
       return {
-        name,
+        name: stepNameOf(key),
         result: stepResult(value, sealed),
         recordedAt: Number(at),
         attempt: Number(attempt),
         run: Number(run),
-        bytes: Buffer.byteLength(name) + 1 + attributeBytes(entry),
+        bytes: Buffer.byteLength(key) + 1 + attributeBytes(entry),
       };
     })
     .sort((a, b) => a.run - b.run || a.recordedAt - b.recordedAt);

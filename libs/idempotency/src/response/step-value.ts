@@ -26,5 +26,22 @@ export function stepValue(result: StoredResponse): string | Uint8Array {
  * limits on steps apply to this count, the same on every store.
  */
 export function stepEntryBytes(name: string, result: StoredResponse): number {
-  return Buffer.byteLength(name) + STEP_ENTRY_OVERHEAD_BYTES + encodedByteLength(stepValue(result));
+  return Buffer.byteLength(stepKey(name)) + STEP_ENTRY_OVERHEAD_BYTES + encodedByteLength(stepValue(result));
+}
+
+/**
+ * The key `__proto__` is stored under in a record's `steps` map: one no step name can be (256 characters; names have at
+ * most 255). The AWS SDK cannot read a map key `__proto__` in the item of an error's answer (a failed condition's old
+ * record: every duplicate's claim would fail as a store fault), and dynalite drops it.
+ */
+const PROTO_STEP_KEY = '__proto__'.padEnd(256, '_');
+
+/** A step's key in the record's `steps` map: its name, but for `__proto__` (`PROTO_STEP_KEY`). */
+export function stepKey(name: string): string {
+  return name === '__proto__' ? PROTO_STEP_KEY : name;
+}
+
+/** The step name a key of the `steps` map stands for (the inverse of `stepKey`; a plain `__proto__` reads as itself). */
+export function stepNameOf(key: string): string {
+  return key === PROTO_STEP_KEY ? '__proto__' : key;
 }
