@@ -148,6 +148,20 @@ describe('the documentation', () => {
     expect(readFileSync(join(ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length).toBeLessThanOrEqual(350);
   });
 
+  it('links every page of docs/ from the README, and speaks of the project, not of its tracker', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const pages = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md'));
+    expect(pages.filter((page) => !readme.includes(`(docs/${page}`))).toEqual([]);
+    const tracker = /\bissues? (#?\d+)/i;
+    const mentions = ['README.md', ...pages.map((page) => `docs/${page}`)].flatMap((page) =>
+      readFileSync(join(ROOT, page), 'utf8')
+        .split('\n')
+        .filter((line) => tracker.test(line))
+        .map((line) => `${page}: ${line.trim()}`),
+    );
+    expect(mentions).toEqual([]);
+  });
+
   it("lists every problem of the outcome table in the README's HTTP outcomes, with its status", () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
     const table = readme.slice(
