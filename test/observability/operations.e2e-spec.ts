@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import {
   checkIdempotencyTable,
@@ -111,7 +113,35 @@ describe('the table CLI (npm run table:create / table:check)', () => {
     }
   });
 
+  it('waits for a local endpoint that starts listening after the command started', async () => {
+    const port = await freePort();
+    const table = uniqueTableName();
+    const endpoint = `http://127.0.0.1:${port}`;
+    const created = cli('table:create', '--endpoint', endpoint, '--table', table);
+    await sleep(1500); // refused meanwhile: nothing listens yet
+    const late = await startDynalite(port);
+    try {
+      const { code, output } = await created;
+      expect(code).toBe(0);
+      expect(output).toContain(`${endpoint} refuses connections: waiting up to 30 s for it to start listening`);
+      expect(output).toContain(`ready: ${table} at ${endpoint}`);
+      const check = await cli('table:check', '--endpoint', endpoint, '--table', table);
+      expect(check.output).toContain('ok: key schema is pk (S, HASH)');
+    } finally {
+      await late.stop();
+    }
+  });
+
   it('prints its usage for an unknown command', async () => {
     expect(await cli('drop-everything')).toMatchObject({ code: 2, output: expect.stringContaining('Usage:') });
   });
 });
+
+/** A loopback port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}

@@ -12,9 +12,9 @@ export interface Dynalite {
   stop(): Promise<void>;
 }
 
-export async function startDynalite(): Promise<Dynalite> {
+export async function startDynalite(onPort = 0): Promise<Dynalite> {
   const server = dynalite({ createTableMs: 0 });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(onPort, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`,

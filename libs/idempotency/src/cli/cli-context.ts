@@ -62,6 +62,9 @@ export interface CliContext {
   /** The --config file as read (empty without one). */
   config: ConfigFile;
   client: DynamoDBClient;
+  /** The endpoint given (none: AWS's own), and whether it is a local one (DynamoDB Local, dynalite, LocalStack). */
+  endpoint?: string;
+  local: boolean;
   where: string;
   json: boolean;
   out: CliOutput;
@@ -121,6 +124,8 @@ export function cliContext(
     encryption,
     config,
     client,
+    endpoint,
+    local,
     where: `${tableName} at ${endpoint ?? 'AWS'}`,
     json,
     out,

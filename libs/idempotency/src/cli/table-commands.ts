@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ensureIdempotencyTable } from '../dynamodb/idempotency-table';
 import { checkIdempotencyTable } from '../dynamodb/table-checks';
 import { CliCommand, CliContext } from './cli-context';
@@ -19,8 +21,46 @@ export const TABLE_COMMANDS = {
   },
 } satisfies Record<string, CliCommand>;
 
+/** How long a table command waits for a local endpoint that refuses connections (DynamoDB Local takes ~8 s to listen). */
+export const LOCAL_START_WAIT_SECONDS = 30;
+
+/**
+ * Waits while a local endpoint still refuses connections (one started with the command, as in a compose file or a
+ * `predev` script), for at most `LOCAL_START_WAIT_SECONDS`, probing it with `ListTables`. AWS's own endpoints are not
+ * waited for: a refusal there is a network problem, reported by the command at once.
+ */
+async function untilListening(context: CliContext): Promise<void> {
+  if (!context.local) return;
+  const deadline = Date.now() + LOCAL_START_WAIT_SECONDS * 1000;
+  for (let told = false; ; told = true) {
+    try {
+      await context.client.send(new ListTablesCommand({ Limit: 1 }));
+      return;
+    } catch (error) {
+      if (!refused(error) || Date.now() >= deadline) return; // the command itself reports what is wrong
+      if (!told) {
+        context.out.error(
+          `${context.endpoint} refuses connections: waiting up to ${LOCAL_START_WAIT_SECONDS} s for it to start listening`,
+        );
+      }
+      await sleep(250);
+    }
+  }
+}
+
+/** A connection refused or reset before any answer: nothing listens there (yet). By code, or by message when wrapped. */
+function refused(error: unknown): boolean {
+  for (let cause = error; typeof cause === 'object' && cause !== null; cause = (cause as { cause?: unknown }).cause) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (code === 'ECONNREFUSED' || code === 'ECONNRESET') return true;
+    if (typeof message === 'string' && /\bECONN(REFUSED|RESET)\b/.test(message)) return true;
+  }
+  return false;
+}
+
 async function tableCreate(context: CliContext): Promise<number> {
   const lines: string[] = [];
+  await untilListening(context);
   await ensureIdempotencyTable(
     context.client,
     { tableName: context.tableName, ...context.layout },
@@ -31,6 +71,7 @@ async function tableCreate(context: CliContext): Promise<number> {
 }
 
 async function tableCheck(context: CliContext): Promise<number> {
+  await untilListening(context);
   const check = await checkIdempotencyTable(context.client, { tableName: context.tableName, ...context.layout });
   context.print(check, [...check.findings, check.ok ? `PASS: ${context.where}` : `FAIL: ${context.where}`]);
   return check.ok ? 0 : 1;
