@@ -82,6 +82,32 @@ export class Advance extends Step {
   }
 }
 
+/**
+ * A takeover at a lease's edge (the generators' bias toward the moments fencing and skew checks exist for): true time
+ * moves to `edgeMs` around the end of the lease of the key's latest running run, and another instance sends the same
+ * request. Nothing happens when no run of the key is running, or that moment has passed.
+ */
+export class Takeover extends Step {
+  constructor(
+    readonly key: number,
+    readonly instance: number,
+    readonly edgeMs: number,
+  ) {
+    super();
+  }
+  act(fleet: Fleet) {
+    const run = [...fleet.executions].reverse().find(({ key, state }) => key === this.key && state === 'running');
+    if (!run) return;
+    const targetMs = run.leaseEndMs + this.edgeMs;
+    if (targetMs > fleet.time.ms) fleet.advance((targetMs - fleet.time.ms) / 1000);
+    const claimer = run.instance.index === this.instance ? (this.instance + 1) % 3 : this.instance;
+    fleet.send(claimer, this.key, 0, false);
+  }
+  toString() {
+    return `takeover(key ${this.key} by instance ${this.instance}, ${this.edgeMs} ms from the lease's end)`;
+  }
+}
+
 /** An instance's clock drifts, within the skew the module is configured for (offsets of ±1 s: at most 2 s apart). */
 export class Skew extends Step {
   constructor(
@@ -212,6 +238,9 @@ export const steps = [
   // Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
   fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds)),
   fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
+  fc
+    .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
+    .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs)),
   fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
   instance.map((i) => new Throttle(i)),
   fc

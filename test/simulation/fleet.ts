@@ -123,8 +123,11 @@ export class Fleet {
   readonly violations: string[] = [];
   /** Per key: the answers stored over time, the current one last. */
   private readonly answers = new Map<number, StoredAnswer[]>();
-  /** Per key: operator removals (true time, ms; place in the order of events) and by which instance. */
-  private readonly removals = new Map<number, { ms: number; seq: number; by: Instance }[]>();
+  /**
+   * Per key: its release points that removed the record: operators' removals (true time, ms; place in the order of
+   * events; by which instance), and the table's TTL deleting a PENDING record past its lease (no instance).
+   */
+  private readonly removals = new Map<number, { ms: number; seq: number; by?: Instance }[]>();
   private seq = 0;
   /**
    * Per lease-mode key: the step result a run recorded, for which body, and until when its record lasts (its expiry,
@@ -336,11 +339,21 @@ export class Fleet {
     if (current) Object.assign(current, { removedMs: this.time.ms, removedBy: by });
   }
 
-  /** The table's TTL: every record whose `expires_at` has passed by the true time is deleted (if unchanged since read). */
+  /**
+   * The table's TTL: every record whose `expires_at` has passed by the true time is deleted (if unchanged since read),
+   * a PENDING one as soon as its lease's end has passed, whatever its owner's clock says.
+   */
   async ttlDeletes(): Promise<void> {
     for (let key = 0; key < KEYS; key++) {
       const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
-      if (record && record.expiresAt * 1000 < this.time.ms) await this.store.remove(record);
+      if (!record || record.expiresAt * 1000 >= this.time.ms) continue;
+      await this.store.remove(record);
+      // A PENDING record's expiry is a release point (invariant 1), by DynamoDB's clock, without the skew margin.
+      if (record.status === 'PENDING') {
+        const removals = this.removals.get(key) ?? [];
+        removals.push({ ms: this.time.ms, seq: this.nextSeq() });
+        this.removals.set(key, removals);
+      }
     }
   }
 
