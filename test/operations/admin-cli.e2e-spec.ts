@@ -1,6 +1,6 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { Controller, Headers, Post } from '@nestjs/common';
@@ -40,6 +40,14 @@ class OrdersController {
     this.runs.count(key);
     return { order: key, run: RunsByKey.of(key) };
   }
+
+  /** A handler that runs for a while on a 3 s lease: its owner renews every second meanwhile. */
+  @Post('slow')
+  @Idempotent({ scope: (_context, request) => request.headers['x-tenant'], pendingTtlSeconds: 3 })
+  async slow(@Headers('idempotency-key') key: string) {
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    return { order: key };
+  }
 }
 
 function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -77,7 +85,7 @@ describeOnDynamoDbLocal.each(Object.keys(LAYOUTS) as (keyof typeof LAYOUTS)[])(
     const stuck = async (key: string, agoSeconds = 0, fingerprint = 'fp') => {
       const clock = new ManualClock(Date.now() - agoSeconds * 1000);
       const repository = new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout });
-      const claim = await repository.claim({ ...location(key), fingerprint, leaseSeconds: 7200 });
+      const claim = await repository.claim({ ...location(key), fingerprint, leaseSeconds: 7200, holder: 'host-b:99' });
       if (!claim.claimed) throw new Error('not claimed');
       return claim.claimToken;
     };
@@ -122,7 +130,7 @@ describeOnDynamoDbLocal.each(Object.keys(LAYOUTS) as (keyof typeof LAYOUTS)[])(
     it('inspects a stuck PENDING key, releases it, and the next request runs once', async () => {
       const key = newKey();
       const fingerprint = fingerprintRequest({ method: 'POST', route: '/orders', params: {}, query: {}, body: {} });
-      await stuck(key, 120, fingerprint);
+      await stuck(key, 3000, fingerprint); // its 2-hour lease runs on: no renewal for 50 minutes
       const blocked = await post(`${app.url}/orders`, {}, { 'Idempotency-Key': key, 'x-tenant': tenant });
       expect(blocked.status).toBe(409);
 
@@ -131,6 +139,12 @@ describeOnDynamoDbLocal.each(Object.keys(LAYOUTS) as (keyof typeof LAYOUTS)[])(
       expect(inspected.stdout).toMatch(/status: PENDING/);
       expect(inspected.stdout).toMatch(/pending since: \d{4}-\d\d-\d\dT/);
       expect(inspected.stdout).toMatch(/expires at: .* \(in \d+ s\)/);
+      // Which process holds it, and that it stopped renewing (a live owner renews every third of its lease).
+      expect(inspected.stdout).toMatch(/holder: host-b:99\n/);
+      expect(inspected.stdout).toMatch(/last renewed: \d{4}-\d\d-\d\dT/);
+      expect(inspected.stdout).toMatch(
+        /owner: the owner looks paused or dead: claimed 30\d\d s ago by host-b:99, not renewed since, though a live owner renews about every 2400 s/,
+      );
 
       const released = await cli(['keys:release', ...select(key)]);
       expect(released.code).toBe(0);
@@ -146,6 +160,31 @@ describeOnDynamoDbLocal.each(Object.keys(LAYOUTS) as (keyof typeof LAYOUTS)[])(
       ).toBe('true');
       expect(RunsByKey.of(key)).toBe(1);
     });
+
+    it('tells a live owner (renewing as it runs) from a dead one, and names the process holding the key', async () => {
+      const key = newKey();
+      const running = post(`${app.url}/orders/slow`, {}, { 'Idempotency-Key': key, 'x-tenant': tenant });
+      await new Promise((resolve) => setTimeout(resolve, 2500)); // two renewals in
+      const select = ['--route', 'POST /orders/slow', '--key', key, '--scope', tenant, ...flags];
+      const alive = await cli(['keys:inspect', ...select, '--json']);
+      const report = JSON.parse(alive.stdout);
+      expect(report).toMatchObject({ status: 'PENDING', holder: `${hostname()}:${process.pid}` });
+      expect(Date.parse(report.renewedAt)).toBeGreaterThan(Date.parse(report.pendingSince));
+      expect(report.owner).toMatch(
+        /^the owner looks alive: renewed [0-2] s ago by .*, a live owner renews about every 1 s/,
+      );
+      expect((await running).status).toBe(201);
+      // Its lease ended long ago and nothing renewed it: a dead owner.
+      const dead = newKey();
+      await stuck(dead, 7300, 'fp');
+      const gone = await cli([
+        'keys:inspect',
+        ...['--route', 'POST /orders', '--key', dead, '--scope', tenant, ...flags],
+      ]);
+      expect(gone.stdout).toMatch(
+        /owner: the owner looks dead: its lease ended 1\d\d s ago \(claimed 73\d\d s ago by host-b:99, not renewed since\); the next request takes the key over/,
+      );
+    }, 30_000);
 
     it('refuses to release a COMPLETED key without --force, and purges it: the next request runs again', async () => {
       const key = newKey();

@@ -26,6 +26,12 @@ export interface RecordReport extends RecordLocation {
   body?: unknown;
   /** The recovery points recorded for the request (`IdempotencyContext.step`), in the order they were recorded. */
   steps?: StepReport[];
+  /** Which process claimed it: `host:pid`, or `lambda:<request id>` (when the store keeps it). */
+  holder?: string;
+  /** PENDING: when its owner last renewed the lease (its claim's time until a first renewal). */
+  renewedAt?: string;
+  /** PENDING: whether its owner looks alive, in one line, and what the next request will do. */
+  owner?: string;
 }
 
 /** One recorded step: its result only with `showBody` (in the typed encoding, opened when sealed). */
@@ -62,11 +68,41 @@ export function reportRecord(
     ...(response ? { storedStatus: response.statusCode } : {}),
     ...(record.responseBytes === undefined ? {} : { storedBytes: record.responseBytes }),
     sealed: response?.sealed !== undefined,
+    ...(record.holder === undefined ? {} : { holder: record.holder }),
   };
+  if (record.status === 'PENDING') {
+    report.renewedAt = iso(record.renewedAt ?? record.pendingSince);
+    report.owner = ownerInWords(record, now);
+  }
   if (showBody && response) report.body = opened(sealer, record.key, response);
   if (record.steps?.length) report.steps = record.steps.map((step) => stepReport(sealer, record.key, step, showBody));
   return report;
 }
+
+/**
+ * Whether a PENDING record's owner looks alive, from its last renewal: a live owner renews every third of its lease
+ * (the lease is what a renewal adds: `expiresAt` less the renewal's time), so a renewal older than that, with a few
+ * seconds of grace, means a paused or dead owner.
+ */
+function ownerInWords(record: IdempotencyRecord, now: number): string {
+  const renewed = record.renewedAt ?? record.pendingSince;
+  const lease = Math.max(1, record.expiresAt - renewed);
+  const every = Math.max(1, Math.round(lease / 3));
+  const since = Math.max(0, now - renewed);
+  const by = record.holder ? ` by ${record.holder}` : '';
+  const last =
+    record.renewedAt === undefined ? `claimed ${since} s ago${by}, not renewed since` : `renewed ${since} s ago${by}`;
+  if (record.expiresAt < now) {
+    return `the owner looks dead: its lease ended ${now - record.expiresAt} s ago (${last}); the next request takes the key over and resumes from its recorded steps`;
+  }
+  if (since <= every + LIVENESS_GRACE_SECONDS) {
+    return `the owner looks alive: ${last}, a live owner renews about every ${every} s; the lease ends in ${record.expiresAt - now} s unless renewed`;
+  }
+  return `the owner looks paused or dead: ${last}, though a live owner renews about every ${every} s; its lease ends in ${record.expiresAt - now} s, then the next request takes the key over (keys:release frees it now)`;
+}
+
+/** Seconds a renewal may come late (a slow store call, a busy event loop) before the owner is called not alive. */
+const LIVENESS_GRACE_SECONDS = 5;
 
 function stepReport(sealer: ResponseSealer | undefined, key: string, step: RecordedStep, showBody: boolean) {
   const { name, recordedAt, attempt, bytes } = step;

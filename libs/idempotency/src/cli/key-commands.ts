@@ -231,6 +231,9 @@ function reportLines(report: RecordReport): string[] {
     ...(report.completedAt ? [`completed at: ${report.completedAt}`] : []),
     `fingerprint: ${report.fingerprint}`,
     `claim token: ${report.claimToken}`,
+    ...(report.holder === undefined ? [] : [`holder: ${report.holder}`]),
+    ...(report.renewedAt === undefined ? [] : [`last renewed: ${report.renewedAt}`]),
+    ...(report.owner === undefined ? [] : [`owner: ${report.owner}`]),
     ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
     ...(report.storedBytes === undefined
       ? []

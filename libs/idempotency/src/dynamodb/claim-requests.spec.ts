@@ -7,7 +7,11 @@ import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './cl
  */
 const plain = new TableLayout();
 const renamed = new TableLayout({ attributeNames: { steps: 'journal', runs: 'claims' } });
-const claim = { key: 'k', claimToken: 'c', fingerprint: 'f', nowSeconds: 1000, leaseSeconds: 30, clockSkewSeconds: 5 };
+const claim = {
+  claim: { key: 'k', fingerprint: 'f', leaseSeconds: 30, clockSkewSeconds: 5, holder: 'host-a:42' },
+  claimToken: 'c',
+  nowSeconds: 1000,
+};
 
 describe('claim requests', () => {
   it('resumes with the lease cut-off the clock-skew margin before now, and asks for the old item on a win and a loss', () => {
@@ -20,6 +24,7 @@ describe('claim requests', () => {
       ':token': { S: 'c' },
       ':noSteps': { M: {} },
       ':one': { N: '1' },
+      ':holder': { S: 'host-a:42' },
     });
     expect(request.ExpressionAttributeValues).not.toHaveProperty([':readToken']);
     expect(request.UpdateExpression).toContain('#steps = if_not_exists(#steps, :noSteps)');
@@ -34,7 +39,7 @@ describe('claim requests', () => {
     expect(request.ExpressionAttributeValues).toMatchObject({ ':readToken': { S: 'old-token' } });
     expect(request.ConditionExpression).toMatch(/AND #token = :readToken$/);
     expect(request.UpdateExpression).toContain('#steps = :noSteps, #runs = :one');
-    expect(request.UpdateExpression).toContain('REMOVE #response, #completed');
+    expect(request.UpdateExpression).toContain('REMOVE #response, #completed, #renewed');
     expect(request.ReturnValues).toBe('NONE');
   });
 

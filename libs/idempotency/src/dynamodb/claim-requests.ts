@@ -1,5 +1,5 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
-import { RecordLocation, RecordStepInput } from '../repository/idempotency.repository';
+import { ClaimInput, RecordStepInput } from '../repository/idempotency.repository';
 import { attributeValues, names } from './item-mapping';
 import { stepKey } from '../response/step-value';
 import { MapValue, stepItem } from './step-mapping';
@@ -21,18 +21,17 @@ import { TableLayout } from './table-layout';
 const RESUMABLE =
   'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
 const CLAIM =
-  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now';
-const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed ADD #runs :one`;
-const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed`;
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder';
+const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one`;
+const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed, #renewed`;
 const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;
 const RECORD_STEP = 'SET #steps.#step = :step';
 
-export interface ClaimRequest extends RecordLocation {
+/** A claim as sent: the caller's input, the new claim token, and the time it is sent at (epoch seconds). */
+export interface ClaimRequest {
+  claim: ClaimInput;
   claimToken: string;
-  fingerprint: string;
   nowSeconds: number;
-  leaseSeconds: number;
-  clockSkewSeconds: number;
 }
 
 const NO_STEPS = new MapValue({});
@@ -41,29 +40,30 @@ const NO_STEPS = new MapValue({});
 export function resumeClaimRequest(
   tableName: string,
   layout: TableLayout,
-  claim: ClaimRequest,
+  request: ClaimRequest,
 ): UpdateItemCommandInput {
-  return claimUpdate(tableName, layout, claim, undefined);
+  return claimUpdate(tableName, layout, request, undefined);
 }
 
 /** Claim (1), restart form: the record read (`readToken`) is taken over from scratch, without its steps. */
 export function restartClaimRequest(
   tableName: string,
   layout: TableLayout,
-  claim: ClaimRequest,
+  request: ClaimRequest,
   readToken: string,
 ): UpdateItemCommandInput {
-  return claimUpdate(tableName, layout, claim, readToken);
+  return claimUpdate(tableName, layout, request, readToken);
 }
 
 /** Either form, built whole (it is sent for every new key: no member is added afterwards). */
 function claimUpdate(
   tableName: string,
   layout: TableLayout,
-  claim: ClaimRequest,
+  request: ClaimRequest,
   readToken: string | undefined,
 ): UpdateItemCommandInput {
-  const { key, partition, claimToken, fingerprint, nowSeconds, leaseSeconds, clockSkewSeconds } = claim;
+  const { claimToken, nowSeconds } = request;
+  const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '' } = request.claim;
   const update = readToken === undefined ? RESUME : RESTART;
   const condition = readToken === undefined ? RESUMABLE : RESTARTABLE;
   const values = attributeValues({
@@ -76,6 +76,7 @@ function claimUpdate(
     ':leaseCutoff': nowSeconds - clockSkewSeconds,
     ':noSteps': NO_STEPS,
     ':one': 1,
+    ':holder': holder,
   });
   if (readToken !== undefined) values[':readToken'] = { S: readToken }; // the rare path only
   return {

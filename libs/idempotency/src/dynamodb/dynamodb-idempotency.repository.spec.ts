@@ -76,18 +76,19 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
   it("writes the record's attributes as DynamoDB types, and refuses a value of any other type before sending", async () => {
     const { repository, send } = mockedRepository();
     send.mockResolvedValueOnce({} as never);
-    await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
+    await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60, holder: 'host-a:42' });
     const update = (send.mock.calls[0][0] as UpdateItemCommand).input;
     expect(update.Key).toEqual({ pk: { S: 'k' } });
     expect(update.UpdateExpression).toBe(
       'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, ' +
-        '#steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed ADD #runs :one',
+        '#holder = :holder, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one',
     );
     expect(update.ExpressionAttributeValues).toMatchObject({
       ':pending': { S: 'PENDING' },
       ':expiresAt': { N: String(NOW + 60) },
       ':token': { S: expect.any(String) },
       ':fingerprint': { S: 'fp' },
+      ':holder': { S: 'host-a:42' },
       ':now': { N: String(NOW) },
     });
     const claim = repository.claim({ key: 'k', fingerprint: undefined as unknown as string, leaseSeconds: 60 });

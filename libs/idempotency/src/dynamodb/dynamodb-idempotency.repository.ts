@@ -1,12 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  DeleteItemCommand,
-  DynamoDBClient,
-  GetItemCommand,
-  QueryCommand,
-  ScanCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
@@ -38,20 +31,19 @@ import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './cl
 import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
-import { listedRecords, recordFromItem, writeCompletion } from './item-mapping';
+import { recordFromItem, writeCompletion } from './item-mapping';
 import {
   completion,
   FAILURE,
   FAILURE_FORGETTING_RUN,
   getRequest,
   guarded,
-  queryRequest,
   removeRequest,
-  RENEWAL,
-  scanRequest,
+  renewal,
   Transition,
   updateRequest,
 } from './record-requests';
+import { scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
 import { readinessProblem } from './table-checks';
 import { TableLayout, TableLayoutOptions } from './table-layout';
@@ -109,13 +101,14 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** The resume form first (its steps come back); the restart form only after that lost (`claim-requests.ts`). */
-  async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
+  async claim(claim: ClaimInput): Promise<ClaimResult> {
+    const { key, partition, fingerprint, clockSkewSeconds = 0 } = claim;
     let restarting: string | undefined;
     for (let attempt = 1; ; attempt++) {
       const claimToken = randomUUID();
       const now = this.clock.nowSeconds();
       try {
-        const request = { key, partition, claimToken, fingerprint, nowSeconds: now, leaseSeconds, clockSkewSeconds };
+        const request = { claim, claimToken, nowSeconds: now };
         const command =
           restarting === undefined
             ? resumeClaimRequest(this.tableName, this.layout, request)
@@ -183,7 +176,8 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   async renew({ key, partition, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
-    return this.transition('renew', { key, partition }, claimToken, this.clock.nowSeconds() + leaseSeconds, RENEWAL);
+    const now = this.clock.nowSeconds();
+    return this.transition('renew', { key, partition }, claimToken, now + leaseSeconds, renewal(now));
   }
 
   async get(location: GetInput): Promise<IdempotencyRecord | undefined> {
@@ -195,22 +189,8 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** The module's records a page at a time (in a shared table, only its own); one partition's by a Query. */
-  async *scan({ pageSize, partition }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
-    if (partition !== undefined && !this.layout.sortKey) {
-      throw new Error('records are listed by partition only in a table with a sort key (keySchema.sortKey)');
-    }
-    let startKey: Record<string, never> | undefined;
-    do {
-      const page =
-        partition === undefined
-          ? await this.calls.send('scan', new ScanCommand(scanRequest(this.tableName, this.layout, pageSize, startKey)))
-          : await this.calls.send(
-              'query',
-              new QueryCommand(queryRequest(this.tableName, this.layout, partition, pageSize, startKey)),
-            );
-      yield listedRecords(this.layout, page.Items ?? []);
-      startKey = page.LastEvaluatedKey as Record<string, never> | undefined;
-    } while (startKey);
+  scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+    return scanRecords(this.calls, this.tableName, this.layout, input);
   }
 
   override async remove(input: RemoveInput): Promise<RemoveResult> {

@@ -33,6 +33,8 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#completed': 'completed_at',
   '#steps': 'steps',
   '#runs': 'runs',
+  '#holder': 'holder',
+  '#renewed': 'renewed_at',
 };
 
 /**
@@ -112,6 +114,8 @@ export function recordFromItem(
   const response = read('response');
   const steps = (attributes as Record<string, AttributeValue | undefined>)[layout.names.steps]?.M;
   const runs = read('runs');
+  const holder = read('holder');
+  const renewedAt = read('renewed_at');
   return {
     key,
     ...(layout.sortKey ? { partition: String(item[layout.partitionKey]) } : {}),
@@ -120,6 +124,8 @@ export function recordFromItem(
     claimToken: read('claim_token') as string,
     fingerprint: read('fingerprint') as string,
     pendingSince: Number(read('pending_since')),
+    ...(typeof holder === 'string' && holder !== '' ? { holder } : {}),
+    ...(renewedAt === undefined ? {} : { renewedAt: Number(renewedAt) }),
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
     responseBytes: response === undefined ? undefined : encodedByteLength(response as string | Uint8Array),

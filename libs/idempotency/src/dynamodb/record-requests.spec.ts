@@ -1,5 +1,5 @@
 import { TableLayout } from './table-layout';
-import { getRequest, guarded, queryRequest, removeRequest, RENEWAL, scanRequest } from './record-requests';
+import { getRequest, guarded, queryRequest, removeRequest, renewal, scanRequest } from './record-requests';
 
 /**
  * The parts of each request that a local server answers the same either way: read consistency (dynalite and DynamoDB
@@ -39,7 +39,17 @@ describe('record requests', () => {
       FilterExpression: 'attribute_exists(#token)',
     });
     expect(Object.values(scan.ExpressionAttributeNames!).sort()).toEqual(
-      ['claim_token', 'completed_at', 'expires_at', 'fingerprint', 'pending_since', 'pk', 'status'].sort(),
+      [
+        'claim_token',
+        'completed_at',
+        'expires_at',
+        'fingerprint',
+        'holder',
+        'pending_since',
+        'pk',
+        'renewed_at',
+        'status',
+      ].sort(),
     );
     expect(scan.ExpressionAttributeValues).toBeUndefined();
   });
@@ -53,11 +63,16 @@ describe('record requests', () => {
   });
 
   it('guards a transition by the PENDING status and the claim token, and asks for the record when the guard fails', () => {
-    expect(guarded(plain, 'c', 1060, RENEWAL)).toEqual({
-      UpdateExpression: 'SET #expires = :expiresAt',
+    expect(guarded(plain, 'c', 1060, renewal(1000))).toEqual({
+      UpdateExpression: 'SET #expires = :expiresAt, #renewed = :now',
       ConditionExpression: '#status = :pending AND #token = :token',
-      ExpressionAttributeNames: { '#expires': 'expires_at', '#status': 'status', '#token': 'claim_token' },
-      ExpressionAttributeValues: { ':expiresAt': 1060, ':pending': 'PENDING', ':token': 'c' },
+      ExpressionAttributeNames: {
+        '#expires': 'expires_at',
+        '#renewed': 'renewed_at',
+        '#status': 'status',
+        '#token': 'claim_token',
+      },
+      ExpressionAttributeValues: { ':expiresAt': 1060, ':now': 1000, ':pending': 'PENDING', ':token': 'c' },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
     });
   });

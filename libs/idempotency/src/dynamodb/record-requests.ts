@@ -21,7 +21,7 @@ export const CLAIMABLE =
 /** Every transition after the claim applies only while this claim owns the PENDING record. */
 export const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
 /** Everything but the response: listings need state, not payloads. */
-const STATE = '#pk, #status, #expires, #token, #fingerprint, #pending, #completed';
+const STATE = '#pk, #status, #expires, #token, #fingerprint, #pending, #completed, #holder, #renewed';
 
 export interface CompletedPutRequest extends RecordLocation {
   claimToken: string;
@@ -104,8 +104,13 @@ export const FAILURE_FORGETTING_RUN: Transition = {
   ExpressionAttributeValues: { ':failed': 'FAILED', ':minusOne': -1 },
 };
 
-/** Renew (4b): the lease moves on. */
-export const RENEWAL: Transition = { UpdateExpression: 'SET #expires = :expiresAt', ExpressionAttributeValues: {} };
+/** Renew (4b): the lease moves on, and the record says when (`keys:inspect` tells a live owner from a dead one). */
+export function renewal(nowSeconds: number): Transition {
+  return {
+    UpdateExpression: 'SET #expires = :expiresAt, #renewed = :now',
+    ExpressionAttributeValues: { ':now': nowSeconds },
+  };
+}
 
 /**
  * A transition guarded by the claim, in the DocumentClient's form (plain values: a transaction action as it is); the

@@ -18,7 +18,7 @@ describe('TableLayout.from (the options, checked)', () => {
 
   it('refuses an attribute that is not the record’s, or an empty name', () => {
     expect(from({ attributeNames: { owner: 'o' } as never })).toThrow(
-      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at, steps, runs)',
+      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at, steps, runs, holder, renewed_at)',
     );
     expect(from({ attributeNames: { expires_at: '' } })).toThrow(
       'forRoot: attributeNames.expires_at must be a non-empty string, got ""',
@@ -54,6 +54,8 @@ describe('TableLayout.from (the options, checked)', () => {
       completed_at: 'completed_at',
       steps: 'steps',
       runs: 'runs',
+      holder: 'holder',
+      renewed_at: 'renewed_at',
     });
     expect(layout.recordKeyAttribute).toBe('SK');
   });

@@ -11,7 +11,9 @@ export type RecordAttribute =
   | 'pending_since'
   | 'completed_at'
   | 'steps'
-  | 'runs';
+  | 'runs'
+  | 'holder'
+  | 'renewed_at';
 
 const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'status',
@@ -23,6 +25,8 @@ const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'completed_at',
   'steps',
   'runs',
+  'holder',
+  'renewed_at',
 ];
 
 /** How the records sit in a table: its keys, the attributes' names, a prefix that marks the module's items. */

@@ -1,10 +1,12 @@
 import { Logger } from '@nestjs/common';
 import { runBefore } from '../protocol/invocation-deadline';
 
-/** What the module reads of a Lambda context: the time left (`aws-lambda`'s `Context` has it). */
+/** What the module reads of a Lambda context: the time left and the request id (`aws-lambda`'s `Context` has both). */
 export interface LambdaContextLike {
   /** Milliseconds until the invocation times out. */
   getRemainingTimeInMillis(): number;
+  /** The invocation's request id: a claim made in it names its holder `lambda:<id>` (`keys:inspect`). */
+  awsRequestId?: string;
 }
 
 let warnedNoDeadline = false;
@@ -30,7 +32,13 @@ let warnedNoDeadline = false;
 export function withLambdaContext<E, C extends LambdaContextLike, R>(
   handler: (event: E, context: C) => Promise<R>,
 ): (event: E, context: C) => Promise<R> {
-  return (event, context) => runBefore(deadlineOf(context), () => handler(event, context));
+  return (event, context) => runBefore(deadlineOf(context), () => handler(event, context), holderOf(context));
+}
+
+/** Which invocation holds the claims made in it: `lambda:<awsRequestId>`, when the context has one. */
+function holderOf(context: Partial<LambdaContextLike> | undefined): string | undefined {
+  const id = context?.awsRequestId;
+  return typeof id === 'string' && id !== '' ? `lambda:${id.slice(0, 100)}` : undefined;
 }
 
 /** The invocation's deadline in epoch milliseconds, or `Infinity` when the context does not tell. */

@@ -1,9 +1,22 @@
 import { withLambdaContext } from '../lambda/lambda-invocation';
-import { heldByInvocation, invocationDeadlineSeconds, runBefore } from './invocation-deadline';
+import { hostname } from 'node:os';
+import { claimHolder, heldByInvocation, invocationDeadlineSeconds, runBefore } from './invocation-deadline';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('the invocation deadline', () => {
+  it("names a claim's holder: the Lambda request id inside an invocation, else this host and process", async () => {
+    expect(claimHolder()).toBe(`${hostname()}:${process.pid}`);
+    const handler = withLambdaContext(async () => {
+      await Promise.resolve();
+      return claimHolder();
+    });
+    expect(await handler({}, { getRemainingTimeInMillis: () => 5000, awsRequestId: 'c0ffee-1' })).toBe(
+      'lambda:c0ffee-1',
+    );
+    expect(await handler({}, { getRemainingTimeInMillis: () => 5000 })).toBe(`${hostname()}:${process.pid}`);
+  });
+
   it('is the deadline of the invocation a call runs in, in epoch seconds rounded down, and none outside one', async () => {
     expect(invocationDeadlineSeconds()).toBeUndefined();
     const inside = await runBefore(1_800_000_123_999, async () => {

@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { hostname } from 'node:os';
 
 /**
  * An invocation a call runs in (AWS Lambda): set around each one by `withLambdaContext`, read when a call is described
@@ -11,6 +12,8 @@ interface Invocation {
   deadlineMs: number;
   /** The protected calls started in it that have not settled yet. */
   pending: Set<Promise<unknown>>;
+  /** Who holds the claims made in it (`lambda:<request id>`), when known. */
+  holder?: string;
 }
 
 const invocations = new AsyncLocalStorage<Invocation>();
@@ -19,14 +22,24 @@ const invocations = new AsyncLocalStorage<Invocation>();
  * Runs `work` as an invocation that must end by `deadlineMs` (epoch milliseconds), and resolves with its result once
  * every protected call it started has settled too (or the deadline has come: the Lambda service ends it then anyway).
  */
-export async function runBefore<T>(deadlineMs: number, work: () => T | Promise<T>): Promise<T> {
-  const invocation: Invocation = { deadlineMs, pending: new Set() };
+export async function runBefore<T>(deadlineMs: number, work: () => T | Promise<T>, holder?: string): Promise<T> {
+  const invocation: Invocation = { deadlineMs, pending: new Set(), holder };
   try {
     return await invocations.run(invocation, work);
   } finally {
     await settledBeforeDeadline(invocation);
   }
 }
+
+/**
+ * Who holds a claim made now (`IdempotencyRecord.holder`): the invocation's holder inside one (a Lambda request id),
+ * else this process, as host and pid. Never request data.
+ */
+export function claimHolder(): string {
+  return invocations.getStore()?.holder ?? PROCESS_HOLDER;
+}
+
+const PROCESS_HOLDER = `${hostname().slice(0, 100)}:${process.pid}`;
 
 /** The current invocation's deadline in epoch seconds (rounded down), or undefined outside one (or with none known). */
 export function invocationDeadlineSeconds(): number | undefined {

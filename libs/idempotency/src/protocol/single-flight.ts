@@ -3,6 +3,7 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, RecordedStep } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
+import { claimHolder } from './invocation-deadline';
 import { leaseSecondsAt, ProtectedCall } from './protected-call';
 
 /**
@@ -101,6 +102,7 @@ export class SingleFlight {
           fingerprint: call.fingerprint,
           leaseSeconds,
           clockSkewSeconds: call.clockSkewSeconds,
+          holder: claimHolder(),
         }),
       claimOutcome,
     );

@@ -90,6 +90,10 @@ export interface IdempotencyRecord {
   fingerprint: string;
   /** Epoch seconds. */
   pendingSince: number;
+  /** The process whose claim wrote the record (`ClaimInput.holder`), when the store keeps it. */
+  holder?: string;
+  /** Epoch seconds: the owner's last lease renewal, when it renewed at least once (else it claimed at `pendingSince`). */
+  renewedAt?: number;
   /** Epoch seconds. */
   completedAt?: number;
   response?: StoredResponse;

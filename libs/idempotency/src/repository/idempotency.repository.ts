@@ -21,6 +21,11 @@ export interface ClaimInput extends RecordLocation {
    * this many seconds in the past. Default 0.
    */
   clockSkewSeconds?: number;
+  /**
+   * Which process claims (`IdempotencyRecord.holder`): host and pid, or a Lambda request id; never request data.
+   * Shown by `keys:inspect`; a store may leave it out.
+   */
+  holder?: string;
 }
 
 /**

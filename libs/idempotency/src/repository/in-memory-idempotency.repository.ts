@@ -88,7 +88,14 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return this.records.size;
   }
 
-  async claim({ key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0 }: ClaimInput): Promise<ClaimResult> {
+  async claim({
+    key,
+    partition,
+    fingerprint,
+    leaseSeconds,
+    clockSkewSeconds = 0,
+    holder,
+  }: ClaimInput): Promise<ClaimResult> {
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
     if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
@@ -111,6 +118,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
       steps,
     };
     if (partition !== undefined) record.partition = partition;
+    if (holder !== undefined) record.holder = holder;
     this.write(record, existing, now);
     return { claimed: true, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
   }
@@ -213,6 +221,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     }
     record.status = status;
     record.expiresAt = expiresAt;
+    if (status === 'PENDING') record.renewedAt = now; // a renewal
     if (status === 'COMPLETED') record.completedAt = now;
     if (response !== undefined) record.response = response;
     this.written(record, now);

@@ -46,6 +46,8 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
     pendingSince,
   );
   if (completedAt !== undefined) record.completedAt = completedAt;
+  if (stored.holder !== undefined) record.holder = stored.holder;
+  if (stored.renewedAt !== undefined) record.renewedAt = stored.renewedAt;
   if (listed) return record;
   if (response !== undefined) {
     record.response = JSON.parse(response) as StoredResponse;
