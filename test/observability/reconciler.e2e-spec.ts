@@ -17,6 +17,7 @@ import { Dynalite, localClient, startDynalite, uniqueTableName } from '../suppor
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
 import { testClock } from '../support/clock';
 import { LAYOUTS } from '../support/layouts';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 
@@ -153,8 +154,18 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
         return repository.fail(input);
       };
     })();
-    const result = await (await reconcilerOn(failing, clock, tableName)).sweep({ maxPagesPerSecond: 1000 });
+    const reconciler = await reconcilerOn(failing, clock, tableName);
+    const logs = new CapturedLogs();
+    logs.start();
+    const result = await reconciler.sweep({ maxPagesPerSecond: 1000 }).finally(() => logs.stop());
     expect(result).toMatchObject({ stuckPending: 2, released: 1, unreleased: 1 });
+    expect(logs.at('error')).toEqual([
+      expect.objectContaining({
+        msg: 'could not release a stuck item',
+        key: k('unreleasable'),
+        error: expect.stringMatching(/throttled/),
+      }),
+    ]);
     expect(await repository.get({ key: k('releasable') })).toMatchObject({ status: 'FAILED' });
     expect(await repository.get({ key: k('unreleasable') })).toMatchObject({ status: 'PENDING' });
   });

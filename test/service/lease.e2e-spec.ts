@@ -17,6 +17,7 @@ import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { testClock } from '../support/clock';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable, scanTable } from '../support/table';
 import { metricValue, registerTestTelemetry } from '../support/telemetry';
 
@@ -139,6 +140,7 @@ describe('lease renewal', () => {
   it('counts a refused renewal once and lets the paused owner finish; its completion is refused (lease_lost)', async () => {
     const tableName = await newTable();
     const proxy: FaultProxy = await startFaultProxy(dynamo.endpoint);
+    const logs = new CapturedLogs();
     try {
       const before = await telemetry.scrape();
       const refusedBefore = metricValue(before, 'dedup_lease_renewal_refused_total');
@@ -148,6 +150,7 @@ describe('lease renewal', () => {
       const work = parked('orphan');
       const first = owner.execute({ operation: 'lease', key: 'partitioned' }, work.fn);
       await sleep(100);
+      logs.start();
       proxy.mode = 'drop'; // the owner is cut off from DynamoDB: its renewals fail, its lease runs out
       expect(await claimWithin(other, 'partitioned', 5000)).toBeDefined();
       proxy.mode = 'pass';
@@ -164,7 +167,12 @@ describe('lease renewal', () => {
       expect(metricValue(after, 'dedup_lease_renewal_refused_total')).toBe(refusedBefore + 1);
       expect(metricValue(after, 'idempotency_requests_total', { outcome: 'lease_lost' })).toBe(lostBefore + 1);
       expect(await other.execute({ operation: 'lease', key: 'partitioned' }, async () => 'never')).toBe('successor');
+      // Each renewal cut off was logged as a store fault, naming the operation and the error code.
+      expect(logs.at('error')).toContainEqual(
+        expect.objectContaining({ msg: 'idempotency store call failed', operation: 'renew', table: tableName }),
+      );
     } finally {
+      logs.stop();
       await proxy.stop();
     }
   });
