@@ -86,6 +86,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       released: 1,
       unreleased: 0,
       ttlStale: 2 - evicted,
+      deleted: 0,
     });
     expect(await repository.get({ key: k('stuck') })).toMatchObject({ status: 'FAILED' });
     expect(await repository.get({ key: k('live') })).toMatchObject({ status: 'PENDING' });
@@ -110,6 +111,7 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
       released: 25,
       unreleased: 0,
       ttlStale: 25,
+      deleted: 0,
     });
   });
 
@@ -197,6 +199,7 @@ describe('IdempotencyReconciler on a table it shares (single-table layout, dynal
       released: 1,
       unreleased: 0,
       ttlStale: 2,
+      deleted: 0,
     });
     const { Item } = await client.send(
       new GetItemCommand({ TableName: tableName, Key: { PK: order.PK, SK: order.SK }, ConsistentRead: true }),
@@ -262,6 +265,7 @@ describe('scheduled sweeps', () => {
         released: 0,
         unreleased: 0,
         ttlStale: 0,
+        deleted: 0,
       });
       await moduleRef.init();
       for (let hour = 0; hour < hours; hour++) await jest.advanceTimersByTimeAsync(3_600_000);

@@ -27,6 +27,11 @@ export interface FaultProxy {
   failNext?: { operation: string; count: number; type: string; fields?: Record<string, unknown> };
   /** DynamoDB operations (X-Amz-Target suffixes) seen, in order. */
   operations: string[];
+  /**
+   * Answers of `operation` rewritten: DynamoDB's JSON answer goes through `rewrite` (as another DynamoDB would answer,
+   * e.g. a DescribeTable of a global table). Its checksum header is dropped (the SDK checks it only when present).
+   */
+  rewrite?: { operation: string; rewrite(answer: Record<string, any>): Record<string, any> };
   /** Runs before a request of `operation` is passed on (to change the table between a read and a write, say). */
   before?: { operation: string; run(): Promise<void> };
   stop(): Promise<void>;
@@ -78,6 +83,19 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     const upstream = request(target + req.url, { method: req.method, headers: req.headers }, (answer) => {
       if (dropAnswer) {
         answer.resume().on('end', () => req.socket.destroy());
+        return;
+      }
+      if (proxy.rewrite?.operation === operation && answer.statusCode === 200) {
+        const { rewrite } = proxy.rewrite;
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          const body = JSON.stringify(rewrite(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
+          const headers: Record<string, unknown> = { ...answer.headers, 'content-length': Buffer.byteLength(body) };
+          delete headers['x-amz-crc32'];
+          res.writeHead(200, headers as Record<string, string>);
+          res.end(body);
+        });
         return;
       }
       res.writeHead(answer.statusCode ?? 502, answer.headers);

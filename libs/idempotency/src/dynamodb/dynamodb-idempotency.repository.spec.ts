@@ -457,6 +457,15 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
 });
 
 describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client', () => {
+  /** The table described as `table`; the empty transaction answered by `probe` (its answers, in order). */
+  function answering(send: jest.SpyInstance, table: object, ...probe: (() => Promise<unknown>)[]) {
+    send.mockImplementation(((command: object) => {
+      if (!(command instanceof TransactWriteCommand)) return Promise.resolve({ Table: table });
+      return (probe.length > 1 ? probe.shift()! : probe[0])();
+    }) as never);
+    return () => send.mock.calls.filter(([command]) => command instanceof TransactWriteCommand).length;
+  }
+
   it.each([
     ['an empty transaction that succeeds', () => Promise.resolve({}), true],
     [
@@ -471,17 +480,33 @@ describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client'
     ],
   ])('reads %s as the answer, and asks once', async (_, answer, supported) => {
     const { repository, send } = mockedRepository();
-    send.mockImplementation(answer as never);
+    const probes = answering(send, {}, answer);
     expect(await repository.supportsCommitWith()).toBe(supported);
     expect(await repository.supportsCommitWith()).toBe(supported);
-    expect(send).toHaveBeenCalledTimes(1);
+    expect(probes()).toBe(1);
+  });
+
+  it('answers false on an MRSC global table without asking (it has no transactions)', async () => {
+    const { repository, send } = mockedRepository();
+    const mrsc = {
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      MultiRegionConsistency: 'STRONG',
+    };
+    const probes = answering(send, mrsc, () => Promise.resolve({}));
+    expect(await repository.supportsCommitWith()).toBe(false);
+    expect(await repository.expiresRecordsItself()).toBe(false);
+    expect(probes()).toBe(0);
   });
 
   it('reports a fault as a store fault, not an answer, and asks again next time', async () => {
     const { repository, send } = mockedRepository();
-    send
-      .mockRejectedValueOnce(Object.assign(new Error('busy'), { name: 'InternalServerError' }) as never)
-      .mockRejectedValueOnce(Object.assign(new Error('empty'), { name: 'ValidationException' }) as never);
+    answering(
+      send,
+      {},
+      () => Promise.reject(Object.assign(new Error('busy'), { name: 'InternalServerError' })),
+      () => Promise.reject(Object.assign(new Error('empty'), { name: 'ValidationException' })),
+    );
     await expect(repository.supportsCommitWith()).rejects.toMatchObject({
       name: 'IdempotencyStoreUnavailableError',
       operation: 'commit',

@@ -45,7 +45,8 @@ import {
 } from './record-requests';
 import { scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
-import { readinessProblem } from './table-checks';
+import { tableReadiness } from './table-checks';
+import { TableModeProbe } from './global-tables';
 import { TableLayout, TableLayoutOptions } from './table-layout';
 
 export interface DynamoDbIdempotencyRepositoryOptions extends TableLayoutOptions {
@@ -74,6 +75,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     { input: TransactWriteCommandInput; expiresAt: number }
   >();
   private transactionSupport?: Promise<boolean>;
+  private readonly table: TableModeProbe;
   private readonly completedPuts: CompletedPutStore;
 
   constructor({
@@ -90,6 +92,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     this.clock = clock;
     this.telemetry = telemetry;
     this.calls = new StoreCalls(this.documents, tableName, telemetry);
+    this.table = new TableModeProbe(tableName, () => tableReadiness(this.documents, tableName, this.layout));
     this.completedPuts = {
       calls: this.calls,
       tableName,
@@ -203,18 +206,26 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     }
   }
 
+  /** Transactions, unless the table is an MRSC global table (which has none). */
   override supportsCommitWith(): Promise<boolean> {
-    this.transactionSupport ??= supportsTransactions(this.documents).catch((error) => {
-      this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
-      throw error;
-    });
+    this.transactionSupport ??= this.table
+      .mode()
+      .then((mode) => mode !== 'STRONG' && supportsTransactions(this.documents))
+      .catch((error) => {
+        this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
+        throw error;
+      });
     return this.transactionSupport;
   }
 
-  /** `DescribeTable`: the table exists, these credentials may use it, and its key is the layout's. */
-  override async checkReady(): Promise<void> {
-    const problem = await readinessProblem(this.documents, this.tableName, this.layout);
-    if (problem) throw new Error(problem);
+  /** The table's TTL deletes expired records, except on an MRSC global table (no TTL there: the reconciler does). */
+  override async expiresRecordsItself(): Promise<boolean> {
+    return (await this.table.mode()) !== 'STRONG';
+  }
+
+  /** `DescribeTable`: the table exists, these credentials may use it, its key is the layout's; a global table is said. */
+  override checkReady(): Promise<void> {
+    return this.table.checkReady();
   }
 
   /** Complete, fail and renew: an UpdateItem guarded by ownership; a failed guard is re-read and explained. */

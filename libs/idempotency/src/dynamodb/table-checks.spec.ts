@@ -10,7 +10,7 @@ import {
   describeTable,
   keySchemaProblem,
   locationOf,
-  readinessProblem,
+  tableReadiness,
   unusableBecause,
 } from './table-checks';
 import { TableLayout } from './table-layout';
@@ -111,12 +111,12 @@ describe('where a table is (locationOf, describeTable)', () => {
       },
       () => ttlOn('expires_at'),
     );
-    expect(await readinessProblem(denied, 'keys', layout)).toBe(
+    expect((await tableReadiness(denied, 'keys', layout)).problem).toBe(
       'Idempotency table "keys" (region eu-west-1): these credentials may not call dynamodb:DescribeTable on it (no). ' +
         'Grant it (see IAM in the docs), or set failOnStartup: false.',
     );
     expect(
-      await readinessProblem(
+      await tableReadiness(
         clientAnswering(
           () => ACTIVE,
           () => ttlOn('expires_at'),
@@ -124,7 +124,7 @@ describe('where a table is (locationOf, describeTable)', () => {
         'keys',
         layout,
       ),
-    ).toBe(undefined);
+    ).toEqual({ mode: undefined });
   });
 });
 

@@ -6,6 +6,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoErrorCode } from './dynamodb-errors';
+import { MultiRegionMode, multiRegionMode } from './global-tables';
 import { TableLayout, TableLayoutOptions } from './table-layout';
 
 /** A table and its layout: `checkIdempotencyTable`'s and `ensureIdempotencyTable`'s second argument (or a name alone). */
@@ -74,6 +75,12 @@ export async function checkIdempotencyTable(
   if (description?.BillingModeSummary?.BillingMode !== 'PAY_PER_REQUEST') {
     findings.push('note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled');
   }
+  if (multiRegionMode(description) === 'STRONG') {
+    findings.push(
+      'note: a multi-Region strongly consistent (MRSC) global table: no TTL there (the reconciler deletes expired records: run it) and no commitWith (no transactions)',
+    );
+    return { ok: findings.every((line) => !line.startsWith('FAIL')), findings };
+  }
   try {
     const { TimeToLiveDescription: ttl } = await plain.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
     findings.push(
@@ -89,14 +96,14 @@ export async function checkIdempotencyTable(
 }
 
 /**
- * Why the module cannot use the table (`DescribeTable`: missing, these credentials may not, another key), naming the
- * table, region and endpoint and saying what fixes it; undefined when it can.
+ * The table as the module finds it at startup (`DescribeTable`): why it cannot use it (missing, these credentials may
+ * not, another key), naming the table, region and endpoint and saying what fixes it; else its multi-Region mode.
  */
-export async function readinessProblem(
+export async function tableReadiness(
   client: DynamoDBClient | DynamoDBDocumentClient,
   tableName: string,
   layout: TableLayout,
-): Promise<string | undefined> {
+): Promise<{ problem?: string; mode?: MultiRegionMode }> {
   let description: TableDescription | undefined;
   try {
     ({ Table: description } = await (client as DynamoDBClient).send(
@@ -104,10 +111,11 @@ export async function readinessProblem(
     ));
   } catch (error) {
     const where = await locationOf(client, tableName);
-    return `${describeTable(where)}: ${unusableBecause(error, where, layout)}`;
+    return { problem: `${describeTable(where)}: ${unusableBecause(error, where, layout)}` };
   }
   const problem = keySchemaProblem(layout, description);
-  return problem && `${describeTable(await locationOf(client, tableName))}: ${problem}`;
+  if (problem) return { problem: `${describeTable(await locationOf(client, tableName))}: ${problem}` };
+  return { mode: multiRegionMode(description) };
 }
 
 /** Where a table is, for messages: its name, the client's region and endpoint (when not AWS's own). */

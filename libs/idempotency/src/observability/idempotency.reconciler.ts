@@ -25,6 +25,11 @@ export interface SweepResult {
   unreleased: number;
   /** Items past `expires_at` still present, whatever their status (`dynamo_ttl_stale_items_total`). */
   ttlStale: number;
+  /**
+   * Finished (COMPLETED or FAILED) items past `expires_at` this sweep deleted, where the store does not delete them
+   * itself (`expiresRecordsItself()` false: an MRSC global table has no TTL); 0 elsewhere.
+   */
+  deleted: number;
 }
 
 /**
@@ -47,7 +52,8 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   ) {}
 
   async sweep({ pageSize = 100, maxPagesPerSecond = 5 }: SweepOptions = {}): Promise<SweepResult> {
-    const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, unreleased: 0, ttlStale: 0 };
+    const result: SweepResult = { scanned: 0, stuckPending: 0, released: 0, unreleased: 0, ttlStale: 0, deleted: 0 };
+    const expiresItself = await this.repository.expiresRecordsItself().catch(() => true);
     const pageIntervalMs = 1000 / maxPagesPerSecond;
     // A lease is stuck once no process could still be renewing it, whatever their clocks say (the module's lease).
     const skew = clockSkewFor(this.options.pendingTtlSeconds, this.options.clockSkewSeconds);
@@ -58,7 +64,11 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
         result.scanned += 1;
         if (record.expiresAt >= now) continue;
         result.ttlStale += 1;
-        if (record.status !== 'PENDING' || record.expiresAt >= now - skew) continue;
+        if (record.status !== 'PENDING') {
+          if (!expiresItself && record.expiresAt < now - skew && (await this.expire(record))) result.deleted += 1;
+          continue;
+        }
+        if (record.expiresAt >= now - skew) continue;
         result.stuckPending += 1;
         this.logger.warn({
           msg: 'stuck PENDING item: lease passed without completion',
@@ -97,6 +107,16 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   async onApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     await this.running?.catch(() => undefined);
+  }
+
+  /** Deletes an expired finished record, as it was read (what TTL would do); a store fault is logged, not thrown. */
+  private async expire({ key, partition, claimToken, status }: IdempotencyRecord): Promise<boolean> {
+    try {
+      return (await this.repository.remove({ key, partition, claimToken, status })).removed;
+    } catch (error) {
+      this.logger.error({ msg: 'could not delete an expired item', key, error: String(error) });
+      return false;
+    }
   }
 
   /** Marks a stuck record FAILED, on its own claim token; a store fault is logged and counted, not thrown. */

@@ -91,8 +91,9 @@ describe('IdempotencyContext bound to a call', () => {
     expect(context.canCommitWith).toBe(false);
     expect(() => context.commitWith(put('a'))).toThrow(
       new Error(
-        'IdempotencyContext.commitWith: this idempotency store has no transactions (dynalite, or a repository ' +
-          'without commit support), so the writes cannot be committed with the completion. Check canCommitWith ' +
+        'IdempotencyContext.commitWith: this idempotency store has no transactions (dynalite, a multi-Region ' +
+          'strongly consistent global table, or a repository without commit support), so the writes cannot be ' +
+          'committed with the completion. Check canCommitWith ' +
           'and write them yourself when it is false.',
       ),
     );

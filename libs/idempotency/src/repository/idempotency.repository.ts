@@ -217,6 +217,14 @@ export abstract class IdempotencyRepository {
   }
 
   /**
+   * Whether the store deletes expired records itself (DynamoDB's TTL; the in-memory store evicts them). When false (an
+   * MRSC global table has no TTL), the reconciler's sweep deletes them. True by default.
+   */
+  async expiresRecordsItself(): Promise<boolean> {
+    return true;
+  }
+
+  /**
    * Checked once at application bootstrap: throws an `Error` saying what is wrong and how to fix it when the store
    * cannot be used (no credentials, no table, a table with another key). Nothing to check by default.
    */
