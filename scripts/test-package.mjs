@@ -79,14 +79,16 @@ async function main() {
       console.error(`FAIL openapi-document-nest${nest}: ${error.stack ?? error}`);
     }
   }
-  try {
-    await checkFiveMinutes(tarball);
-    console.log('PASS readme-five-minutes');
-  } catch (error) {
-    failures += 1;
-    console.error(`FAIL readme-five-minutes: ${error.stack ?? error}`);
+  for (const app of FIVE_MINUTE_APPS) {
+    try {
+      await checkFiveMinutes(tarball, app);
+      console.log(`PASS readme-five-minutes-${app.name}`);
+    } catch (error) {
+      failures += 1;
+      console.error(`FAIL readme-five-minutes-${app.name}: ${error.stack ?? error}`);
+    }
   }
-  console.log(`${consumers.length + 4 - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 3 + FIVE_MINUTE_APPS.length - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -408,20 +410,34 @@ async function checkConsumer(consumer, tarball, endpoint, port) {
 }
 
 /**
- * The README's five-minute path, as written: its `<!-- file: … -->` blocks become a fresh CommonJS NestJS 11 app (the
- * Nest CLI's module settings), built with tsc and started as the README says, once with its Express `src/main.ts` and
- * once with the Fastify variant; the README's request sent twice must answer the same payment, replayed.
+ * The apps `nest new` makes: NestJS 12 as ESM (`"type": "module"`, `nodenext`: today's default), and NestJS 11 as
+ * CommonJS (the Nest CLI's module settings before 12).
  */
-async function checkFiveMinutes(tarball) {
-  const dir = join(work, 'readme-five-minutes');
+const FIVE_MINUTE_APPS = [
+  {
+    name: 'nest12-esm',
+    nest: '^12',
+    packageJson: { type: 'module' },
+    module: { module: 'nodenext', moduleResolution: 'nodenext' },
+  },
+  { name: 'nest11-cjs', nest: '^11', packageJson: {}, module: { module: 'commonjs' } },
+];
+
+/**
+ * The README's five-minute path, as written: its `<!-- file: … -->` blocks become a fresh app of each kind, built with
+ * tsc and started as the README says, once with its Express `src/main.ts` and once with the Fastify variant; the
+ * README's request sent twice must answer the same payment, replayed.
+ */
+async function checkFiveMinutes(tarball, { name, nest, packageJson, module }) {
+  const dir = join(work, `readme-five-minutes-${name}`);
   mkdirSync(join(dir, 'src'), { recursive: true });
   const blocks = readmeFiles();
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'shop', private: true }, null, 2));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'shop', private: true, ...packageJson }, null, 2));
   writeFileSync(
     join(dir, 'tsconfig.json'),
     JSON.stringify({
       compilerOptions: {
-        module: 'commonjs',
+        ...module,
         target: 'ES2023',
         outDir: 'dist',
         rootDir: 'src',
@@ -435,14 +451,14 @@ async function checkFiveMinutes(tarball) {
       include: ['src'],
     }),
   );
-  console.log('readme-five-minutes: npm install');
+  console.log(`readme-five-minutes-${name}: npm install`);
   installBeside(
     dir,
     tarball,
-    '@nestjs/common@^11',
-    '@nestjs/core@^11',
-    '@nestjs/platform-express@^11',
-    '@nestjs/platform-fastify@^11',
+    `@nestjs/common@${nest}`,
+    `@nestjs/core@${nest}`,
+    `@nestjs/platform-express@${nest}`,
+    `@nestjs/platform-fastify@${nest}`,
     'dynalite@^4',
   );
   for (const variant of ['express', 'fastify']) {
@@ -488,7 +504,7 @@ async function checkFiveMinutes(tarball) {
         second.headers.get('idempotent-replayed') === 'true';
       if (!ok)
         throw new Error(`${variant}: ${first.status} ${firstBody}, then ${second.status} ${secondBody}\n${output}`);
-      console.log(`readme-five-minutes: ${variant} replays the payment`);
+      console.log(`readme-five-minutes-${name}: ${variant} replays the payment`);
     } finally {
       app.kill();
     }

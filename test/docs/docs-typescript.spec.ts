@@ -70,15 +70,22 @@ function compilations(blocks: Block[]): Map<string, { block: Block; source: stri
   return sets;
 }
 
-/** What a Nest CLI app compiles with (CommonJS), and what an ESM app does; both with strict checks. */
-const MODES: Record<'CommonJS' | 'ESM', ts.CompilerOptions> = {
+/**
+ * What a Nest 11 CLI app compiles with (CommonJS), what a Nest 12 `nest new` app does (ESM under `nodenext`: relative
+ * imports with their `.js`, no `require`), and an ESM app bundled; all with strict checks.
+ */
+const MODES: Record<'CommonJS' | 'ESM' | 'ESM (nodenext)', ts.CompilerOptions> = {
   CommonJS: {
     module: ts.ModuleKind.CommonJS,
     moduleResolution: ts.ModuleResolutionKind.Node10,
     allowSyntheticDefaultImports: true,
   },
   ESM: { module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler, esModuleInterop: true },
+  'ESM (nodenext)': { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext },
 };
+
+/** Each set's directory is an app of its own: in `nodenext` mode, a package of `"type": "module"`, as `nest new` makes. */
+const ESM_PACKAGE = JSON.stringify({ type: 'module' });
 
 /** Compiles every set, against the built library (`nestjs-dynamodb-idempotency` from node_modules: its .d.ts). */
 function diagnostics(sets: Map<string, { block: Block; source: string }>[], mode: keyof typeof MODES): string[] {
@@ -97,10 +104,14 @@ function diagnostics(sets: Map<string, { block: Block; source: string }>[], mode
   };
   const host = ts.createCompilerHost(options);
   const { fileExists, readFile, getSourceFile, directoryExists } = host;
-  host.fileExists = (name) => files.has(name) || fileExists(name);
+  const esmPackage = (name: string) =>
+    mode === 'ESM (nodenext)' &&
+    name.endsWith('/package.json') &&
+    [...files.keys()].some((file) => file.startsWith(name.slice(0, -'package.json'.length)));
+  host.fileExists = (name) => files.has(name) || esmPackage(name) || fileExists(name);
   host.directoryExists = (name) =>
     [...files.keys()].some((file) => file.startsWith(`${name}/`)) || (directoryExists?.(name) ?? false);
-  host.readFile = (name) => files.get(name)?.source ?? readFile(name);
+  host.readFile = (name) => files.get(name)?.source ?? (esmPackage(name) ? ESM_PACKAGE : readFile(name));
   host.getSourceFile = (name, version, ...rest) =>
     files.has(name)
       ? ts.createSourceFile(name, files.get(name)!.source, version)

@@ -486,7 +486,7 @@ describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client'
     expect(probes()).toBe(1);
   });
 
-  it('answers false on an MRSC global table without asking (it has no transactions)', async () => {
+  it('answers false on an MRSC global table the startup check found, without asking (it has no transactions)', async () => {
     const { repository, send } = mockedRepository();
     const mrsc = {
       KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
@@ -494,6 +494,7 @@ describe('DynamoDbIdempotencyRepository.supportsCommitWith with a mocked client'
       MultiRegionConsistency: 'STRONG',
     };
     const probes = answering(send, mrsc, () => Promise.resolve({}));
+    await repository.checkReady(); // the startup check reads the mode
     expect(await repository.supportsCommitWith()).toBe(false);
     expect(await repository.expiresRecordsItself()).toBe(false);
     expect(probes()).toBe(0);

@@ -206,10 +206,12 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     }
   }
 
-  /** Transactions, unless the table is an MRSC global table (which has none). */
+  /**
+   * Transactions, unless the startup check found an MRSC global table (which has none). Without the startup check the
+   * request path makes no `DescribeTable` (a Lambda cold start's round trip): the transactions are probed alone.
+   */
   override supportsCommitWith(): Promise<boolean> {
-    this.transactionSupport ??= this.table
-      .mode()
+    this.transactionSupport ??= (this.table.checkedMode() ?? Promise.resolve(undefined))
       .then((mode) => mode !== 'STRONG' && supportsTransactions(this.documents))
       .catch((error) => {
         this.transactionSupport = undefined; // a fault is not an answer: the next call asks again

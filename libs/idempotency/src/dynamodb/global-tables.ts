@@ -63,6 +63,11 @@ export class TableModeProbe {
     for (const note of globalTableNotes(this.tableName, mode)) logger.warn(note);
   }
 
+  /** The mode the startup check found, without a call: undefined when it has not run (`startupCheck: false`). */
+  checkedMode(): Promise<MultiRegionMode> | undefined {
+    return this.described;
+  }
+
   mode(): Promise<MultiRegionMode> {
     this.described ??= this.describe().then(
       ({ mode }) => mode,
