@@ -93,7 +93,7 @@ function ownerInWords(record: IdempotencyRecord, now: number): string {
   const last =
     record.renewedAt === undefined ? `claimed ${since} s ago${by}, not renewed since` : `renewed ${since} s ago${by}`;
   if (record.expiresAt < now) {
-    return `the owner looks dead: its lease ended ${now - record.expiresAt} s ago (${last}); the next request takes the key over and resumes from its recorded steps`;
+    return `the owner looks dead: its lease ended ${now - record.expiresAt} s ago (${last}); the next request takes the key over (once clockSkewSeconds have passed too), resuming the same request's recorded steps`;
   }
   if (since <= every + LIVENESS_GRACE_SECONDS) {
     return `the owner looks alive: ${last}, a live owner renews about every ${every} s; the lease ends in ${record.expiresAt - now} s unless renewed`;
