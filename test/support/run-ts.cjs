@@ -22,8 +22,18 @@ const packages = {
   'nestjs-dynamodb-idempotency/client': path.join(root, 'libs/idempotency/src/client/index.ts'),
 };
 const resolve = Module._resolveFilename;
-Module._resolveFilename = function (request, ...rest) {
-  return resolve.call(this, packages[request] ?? request, ...rest);
+// NEST_MODULES: a node_modules folder holding another NestJS major (npm run test:nest12 installs NestJS 12 there):
+// Nest and the packages it shares objects with (rxjs, reflect-metadata) are loaded from it, the rest as usual.
+const nestModules = process.env.NEST_MODULES;
+const fromNestTree = /^(@nestjs\/|rxjs(\/|$)|reflect-metadata$)/;
+const nestParent = nestModules && {
+  id: nestModules,
+  filename: path.join(nestModules, 'index.js'),
+  paths: Module._nodeModulePaths(nestModules),
+};
+Module._resolveFilename = function (request, parent, ...rest) {
+  if (nestParent && fromNestTree.test(request)) return resolve.call(this, request, nestParent, ...rest);
+  return resolve.call(this, packages[request] ?? request, parent, ...rest);
 };
 process.argv.splice(1, 1); // [node, script, its arguments]: as if node ran the script itself
 require(path.resolve(process.argv[1]));
