@@ -129,6 +129,39 @@ export class Takeover extends Step {
   }
 }
 
+/**
+ * A completed answer seen late, then outlived (the generators' bias toward the replay cache's second bound): 5 s before
+ * the key's stored answer expires, `from` asks for it (a cached process keeps it); once it has expired (3.5 s past),
+ * `to` runs the key afresh and completes it; then `from` asks again. Each answer is checked when it is given.
+ */
+export class ExpiryEdge extends Step {
+  constructor(
+    readonly key: number,
+    readonly from: number,
+    readonly to: number,
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const record = await fleet.store.read(recordKeyOf(this.key), scopeTextOf(this.key));
+    if (record?.status !== 'COMPLETED' || this.from === this.to) return;
+    const at = async (ms: number, then: () => void | Promise<void>) => {
+      if (ms > fleet.time.ms) fleet.advance((ms - fleet.time.ms) / 1000);
+      await then();
+      await settle(fleet);
+      await fleet.check();
+    };
+    const expiresMs = record.expiresAt * 1000;
+    await at(expiresMs - 5000, () => fleet.send(this.from, this.key, 0, false));
+    await at(expiresMs + 3500, () => fleet.send(this.to, this.key, 0, false));
+    await at(fleet.time.ms, () => new FinishRunOf(this.key, 'ok').act(fleet));
+    await at(fleet.time.ms, () => fleet.send(this.from, this.key, 0, false));
+  }
+  toString() {
+    return `expiry-edge(key ${this.key}: instance ${this.from} reads it late, instance ${this.to} runs it once expired)`;
+  }
+}
+
 /** An instance's clock drifts, within the skew the module is configured for (offsets of ±1 s: at most 2 s apart). */
 export class Skew extends Step {
   constructor(
@@ -280,6 +313,7 @@ export const steps = [
   // Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
   fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds)),
   fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
+  fc.tuple(fc.constantFrom(0, 1), instance, instance).map(([k, from, to]) => new ExpiryEdge(k, from, to)),
   fc
     .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
     .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs)),
