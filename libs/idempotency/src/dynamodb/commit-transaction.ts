@@ -22,9 +22,12 @@ export function commitInput(
   claimToken: string,
   writes: readonly CommitWrite[],
   completion: CompletionAction,
+  /** Names a second request of the same claim (the completion without its body): its token differs. */
+  variant = '',
 ): TransactWriteCommandInput {
+  const token = `commit ${claimToken}${variant ? ` ${variant}` : ''}`;
   const input: TransactWriteCommandInput = {
-    ClientRequestToken: createHash('sha256').update(`commit ${claimToken}`).digest('hex').slice(0, 36),
+    ClientRequestToken: createHash('sha256').update(token).digest('hex').slice(0, 36),
     TransactItems: [...writes, completion],
   };
   const bytes = approximateBytes(input.TransactItems);
@@ -58,6 +61,10 @@ export function cancellationOf(error: unknown, writeCount: number): Cancellation
     throw new IdempotencyStoreThrottledError('commit', code, { cause: error });
   }
   if (code === 'TransactionConflict') throw new IdempotencyStoreUnavailableError('commit', code, { cause: error });
+  if (cause === writeCount && code === 'ValidationError' && /item size/i.test(reasons[cause].Message ?? '')) {
+    // The completion over DynamoDB's 400 KB: an item-size refusal, so that it is written again without its body.
+    throw Object.assign(new Error(reasons[cause].Message), { name: 'ValidationException', cause: error });
+  }
   if (cause >= 0) {
     const what = cause < writeCount ? `write ${cause} of commitWith` : 'the completion';
     throw new Error(`TransactWriteItems refused ${what}: ${code}: ${reasons[cause].Message ?? ''}`, { cause: error });
@@ -94,4 +101,9 @@ function approximateBytes(value: unknown): number {
     );
   }
   return typeof value === 'number' ? 21 : 1;
+}
+
+/** Whether two stored responses (JSON text, or gzipped bytes made anew on each call) hold the same bytes. */
+export function sameBytes(a: unknown, b: unknown): boolean {
+  return a instanceof Uint8Array && b instanceof Uint8Array ? Buffer.from(a).equals(Buffer.from(b)) : a === b;
 }

@@ -12,6 +12,7 @@ import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynam
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { ConfiguredRetryStrategy } from '@smithy/core/retry';
 import { ManualClock } from '../testing/manual-clock';
+import { decodeStoredResponse } from '../response/stored-response.codec';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import type { IdempotencyRecord } from '../repository/idempotency.record';
@@ -363,6 +364,27 @@ describe('DynamoDbIdempotencyRepository commitWith transactions with a mocked cl
     const [first, retried] = send.mock.calls.map(([command]) => (command as TransactWriteCommand).input);
     expect(retried).toEqual(first);
     expect(first.ClientRequestToken).toHaveLength(36);
+  });
+
+  it('writes the completion again without its body, under a token of its own, when DynamoDB refuses the item as too large', async () => {
+    const { repository, send } = mockedRepository();
+    const tooLarge = Object.assign(new Error('Item size has exceeded the maximum allowed size'), {
+      name: 'ValidationException',
+    });
+    send.mockRejectedValueOnce(tooLarge as never).mockResolvedValueOnce({} as never);
+    const big = { statusCode: 201, headers: {}, body: { receipt: 'x'.repeat(2000) } };
+    const writes = [write('order-1')];
+    await expect(
+      repository.complete({ key: 'k', claimToken: 'mine', response: big, ttlSeconds: 60, writes }),
+    ).resolves.toEqual({
+      ok: true,
+      expiresAt: NOW + 60,
+    });
+    const [first, second] = send.mock.calls.map(([command]) => (command as TransactWriteCommand).input);
+    expect(second.ClientRequestToken).not.toBe(first.ClientRequestToken);
+    const stored = (input: typeof first) => input.TransactItems![1].Update!.ExpressionAttributeValues![':response'];
+    expect(decodeStoredResponse(stored(second) as string)).toMatchObject({ statusCode: 201, bodyOmitted: true });
+    expect(decodeStoredResponse(stored(first) as Uint8Array)).toMatchObject({ body: big.body });
   });
 
   it.each(['ThrottlingError', 'ProvisionedThroughputExceeded'])(

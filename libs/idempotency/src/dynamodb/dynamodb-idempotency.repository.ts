@@ -28,7 +28,7 @@ import {
   TransitionResult,
 } from '../repository/idempotency.repository';
 import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
-import { cancellationOf, commitInput, CompletionUpdate, supportsTransactions } from './commit-transaction';
+import { cancellationOf, commitInput, CompletionUpdate, sameBytes, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
 import { recordFromItem, writeCompletion } from './item-mapping';
@@ -72,7 +72,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   /** One request per `writes` array: a retried commit is the same request, so DynamoDB's token answers it. */
   private readonly transactions = new WeakMap<
     readonly CommitWrite[],
-    { input: TransactWriteCommandInput; expiresAt: number }
+    { input: TransactWriteCommandInput; expiresAt: number; response: unknown }
   >();
   private transactionSupport?: Promise<boolean>;
   private readonly table: TableModeProbe;
@@ -261,13 +261,16 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     writes: readonly CommitWrite[],
   ): Promise<CompleteResult> {
     let request = this.transactions.get(writes);
-    if (!request) {
+    const response = transition.ExpressionAttributeValues[':response'];
+    // The completion written again without its body (`writeCompletion`) is another request, with a token of its own.
+    if (!request || !sameBytes(request.response, response)) {
       const completion: CompletionUpdate = {
         TableName: this.tableName,
         Key: this.layout.documentKey(location.key, location.partition),
         ...guarded(this.layout, claimToken, expiresAt, transition),
       };
-      request = { input: commitInput(claimToken, writes, { Update: completion }), expiresAt };
+      const input = commitInput(claimToken, writes, { Update: completion }, request ? 'without its body' : '');
+      request = { input, expiresAt, response };
       this.transactions.set(writes, request);
     }
     try {
