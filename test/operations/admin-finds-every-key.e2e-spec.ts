@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { Controller, Headers, Post } from '@nestjs/common';
+import { Controller, Headers, Logger, Post } from '@nestjs/common';
 import { Idempotent, IdempotencyModule, ProblemType, TableLayoutOptions } from 'nestjs-dynamodb-idempotency';
 import { runCli } from '../../libs/idempotency/src/cli/run-cli';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
@@ -150,8 +150,19 @@ describe('the admin finds every key the module writes, and never touches what is
   });
 
   it("reconcile rewrites none of the app's items, even one that looks like a stuck record", async () => {
-    const swept = await cli(['reconcile', '--json', ...flags]);
+    // The command logs to stderr as JSON (stdout is its result): kept here, and the logger set back afterwards.
+    const logged: string[] = [];
+    const stderr = jest
+      .spyOn(process.stderr, 'write')
+      .mockImplementation((chunk) => (logged.push(String(chunk)), true));
+    const swept = await cli(['reconcile', '--json', ...flags]).finally(() => {
+      stderr.mockRestore();
+      Logger.overrideLogger(false);
+    });
     expect(swept.code).toBe(0);
+    // The item with a record's key whose attributes do not parse is skipped, and said so; the sweep is reported.
+    expect(logged.join('')).toContain('"msg":"skipped an item that has a record key but does not parse as a record"');
+    expect(logged.join('')).toContain('"msg":"sweep done"');
     for (const item of Object.values(appItems)) {
       const { Item } = await client.send(
         new GetItemCommand({ TableName: tableName, Key: { PK: item.PK, SK: item.SK }, ConsistentRead: true }),
