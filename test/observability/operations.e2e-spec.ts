@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import {
@@ -9,6 +8,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { runTableCli } from '../../libs/idempotency/src/cli/run-cli';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { freePort } from '../support/free-port';
 import { createIdempotencyTable } from '../support/table';
 
 describe('table check and health indicator', () => {
@@ -136,12 +136,3 @@ describe('the table CLI (npm run table:create / table:check)', () => {
     expect(await cli('drop-everything')).toMatchObject({ code: 2, output: expect.stringContaining('Usage:') });
   });
 });
-
-/** A loopback port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

