@@ -59,14 +59,17 @@ export class Finish extends Step {
     super();
   }
   act(fleet: Fleet) {
-    const runnable = fleet.executions.filter(
-      (run) => run.state === 'running' && !run.instance.crashed && !run.instance.frozen,
-    );
+    const runnable = runnableRuns(fleet);
     if (runnable.length > 0) runnable[this.pick % runnable.length].finish(this.outcome);
   }
   toString() {
     return `finish(run #${this.pick}, ${this.outcome})`;
   }
+}
+
+/** The runs still running on an instance that can run them (not crashed, not frozen), oldest first. */
+function runnableRuns(fleet: Fleet) {
+  return fleet.executions.filter((run) => run.state === 'running' && !run.instance.crashed && !run.instance.frozen);
 }
 
 /** The key's latest running run (on an instance that can run it) returns, or fails. */
@@ -78,12 +81,10 @@ export class FinishRunOf extends Step {
     super();
   }
   act(fleet: Fleet) {
-    const run = [...fleet.executions]
-      .reverse()
-      .find(
-        ({ key, state, instance }) => key === this.key && state === 'running' && !instance.crashed && !instance.frozen,
-      );
-    run?.finish(this.outcome);
+    runnableRuns(fleet)
+      .filter(({ key }) => key === this.key)
+      .at(-1)
+      ?.finish(this.outcome);
   }
   toString() {
     return `finish(the latest run of key ${this.key}, ${this.outcome})`;
