@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// npm run test:nest12: the suites whose subject runs in a process of its own (the demo, crash and Lambda fixtures, the
-// CLI) run again with NestJS 12 in those processes. NestJS 12 is ESM only: the processes load it through require(esm),
-// which needs Node.js 22.12 or newer (CI runs this on 22). It is installed from test/nest12 (its lockfile) into
-// .cache/nest12; test/support/run-ts.cjs loads Nest, rxjs and reflect-metadata from there when NEST_MODULES is set.
-// The suites' own code (Jest's CommonJS runtime, which cannot load ESM) stays on the workspace's NestJS 11.
+// npm run test:nest12: the whole suite again on NestJS 12. NestJS 12 and its companions (GraphQL's, Swagger's, the
+// platforms) are installed from test/nest12 (its lockfile) into .cache/nest12. Jest resolves every package that tree
+// holds from it and compiles NestJS 12's ES modules to CommonJS as they load (jest.nest12.config.js); the processes
+// the suites start (the demo, crash and Lambda fixtures, the CLI) load it through require(esm) (test/support/run-ts.cjs,
+// NEST_MODULES), which needs Node.js 22.12 or newer. test/nest12/which-nest checks that the suites meet NestJS 12.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -43,22 +43,11 @@ if (!probe.startsWith(tree) || !version.startsWith('12.')) {
 }
 console.log(`test:nest12: the suites' processes load NestJS ${version} from ${tree}`);
 
-const suites = [
-  'test/client/',
-  'test/lambda/',
-  'test/observability/failing-listeners',
-  'test/operations/cli-output',
-  'test/optimistic/crash',
-  'test/real-app/in-memory-heap',
-  'test/steps/steps-crash',
-  'test/steps/steps-interrupted',
-  'test/steps/steps-lambda',
-];
-const jest = spawnSync(process.execPath, [join(root, 'node_modules/jest/bin/jest.js'), ...suites], {
-  cwd: root,
-  env,
-  stdio: 'inherit',
-});
+const jest = spawnSync(
+  process.execPath,
+  [join(root, 'node_modules/jest/bin/jest.js'), '--config', 'jest.nest12.config.js', ...process.argv.slice(2)],
+  { cwd: root, env: { ...env, NEST_MAJOR: '12' }, stdio: 'inherit' },
+);
 process.exit(jest.status ?? 1);
 
 /** Whether the installed tree is the one the lockfile describes (npm's own record of what it installed). */
