@@ -58,9 +58,9 @@ describeOnDynamoDbLocal('a global table', () => {
     await proxy.stop();
   });
 
-  async function boot(tableName: string, logs: CapturedLogs) {
+  async function boot(tableName: string, logs: CapturedLogs, startupCheck = true) {
     const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName })],
+      imports: [IdempotencyModule.forRoot({ client: localClient(proxy.endpoint), tableName, startupCheck })],
     }).compile();
     logs.start();
     const context = await moduleRef.init().finally(() => logs.stop());
@@ -100,6 +100,36 @@ describeOnDynamoDbLocal('a global table', () => {
     expect(check.findings).toContain(
       'note: a multi-Region strongly consistent (MRSC) global table: no TTL there (the reconciler deletes expired records: run it) and no commitWith (no transactions)',
     );
+  });
+
+  it('MRSC with startupCheck: false: the first call describes the table, says what changes, and refuses commitWith before anything is written', async () => {
+    const tableName = uniqueTableName('mrsclazy');
+    await createIdempotencyTable(client, tableName);
+    proxy.rewrite = { operation: 'DescribeTable', rewrite: globalTable('STRONG') };
+    const logs = new CapturedLogs();
+    const seen = proxy.operations.length;
+    const service = (await boot(tableName, logs, false)).get(IdempotencyService);
+    const describes = () => proxy.operations.slice(seen).filter((operation) => operation === 'DescribeTable').length;
+    expect(describes()).toBe(0);
+    let ran = false;
+    logs.start();
+    const call = service.execute({ operation: 'mrsc', key: 'order-1' }, (context) => {
+      expect(context.canCommitWith).toBe(false);
+      context.commitWith({ Put: { TableName: tableName, Item: { pk: 'order-1' } } });
+      ran = true;
+    });
+    await expect(call.finally(() => logs.stop())).rejects.toThrow(/no transactions/);
+    expect(ran).toBe(false);
+    expect(describes()).toBe(1);
+    expect(logs.at('warn').map(String)).toEqual([
+      expect.stringContaining(`"${tableName}" is a multi-Region strongly consistent (MRSC) global table`),
+      expect.stringContaining('commitWith is unavailable'),
+      expect.stringContaining('TTL is unavailable on MRSC tables'),
+    ]);
+    // The key was released: nothing stays PENDING, and the next call asks nothing again.
+    const again = await service.execute({ operation: 'mrsc', key: 'order-1' }, () => 'without commitWith');
+    expect(again).toBe('without commitWith');
+    expect(describes()).toBe(1);
   });
 
   it('MRSC: the reconciler deletes expired finished records, as TTL would; elsewhere it leaves them to TTL', async () => {

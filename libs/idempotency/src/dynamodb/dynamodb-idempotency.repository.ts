@@ -207,17 +207,23 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /**
-   * Transactions, unless the startup check found an MRSC global table (which has none). Without the startup check the
-   * request path makes no `DescribeTable` (a Lambda cold start's round trip): the transactions are probed alone.
+   * Transactions, unless the table is an MRSC global table (which has none). The table's mode is the startup check's;
+   * without the startup check (a Lambda cold start saving its round trip) the first call that asks describes the table
+   * beside the transactions' probe, in parallel: that call waits for one round trip either way.
    */
   override supportsCommitWith(): Promise<boolean> {
-    this.transactionSupport ??= (this.table.checkedMode() ?? Promise.resolve(undefined))
-      .then((mode) => mode !== 'STRONG' && supportsTransactions(this.documents))
-      .catch((error) => {
-        this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
-        throw error;
-      });
+    this.transactionSupport ??= this.askCommitSupport().catch((error) => {
+      this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
+      throw error;
+    });
     return this.transactionSupport;
+  }
+
+  private async askCommitSupport(): Promise<boolean> {
+    const described = this.table.describedMode();
+    if (described) return (await described) !== 'STRONG' && supportsTransactions(this.documents);
+    const [mode, transactions] = await Promise.all([this.table.mode(), supportsTransactions(this.documents)]);
+    return mode !== 'STRONG' && transactions;
   }
 
   /** The table's TTL deletes expired records, except on an MRSC global table (no TTL there: the reconciler does). */

@@ -44,8 +44,8 @@ export function globalTableNotes(tableName: string, mode: MultiRegionMode): stri
 }
 
 /**
- * The table's multi-Region mode, described once: by the startup check (which also says what a global table changes),
- * or at the first question when the startup check is off (no mode when that description fails).
+ * The table's multi-Region mode, described once: by the startup check, or at the first question when the startup check
+ * is off (no mode when that description fails). Either way, what a global table changes is said once, as a warning.
  */
 export class TableModeProbe {
   private described?: Promise<MultiRegionMode>;
@@ -60,20 +60,27 @@ export class TableModeProbe {
     const { problem, mode } = await this.describe();
     if (problem) throw new Error(problem);
     this.described = Promise.resolve(mode);
-    for (const note of globalTableNotes(this.tableName, mode)) logger.warn(note);
+    this.warn(mode);
   }
 
-  /** The mode the startup check found, without a call: undefined when it has not run (`startupCheck: false`). */
-  checkedMode(): Promise<MultiRegionMode> | undefined {
+  /** The mode already described (or being described), without a call; undefined before the first description. */
+  describedMode(): Promise<MultiRegionMode> | undefined {
     return this.described;
   }
 
   mode(): Promise<MultiRegionMode> {
     this.described ??= this.describe().then(
-      ({ mode }) => mode,
+      ({ mode }) => {
+        this.warn(mode);
+        return mode;
+      },
       () => undefined,
     );
     return this.described;
+  }
+
+  private warn(mode: MultiRegionMode): void {
+    for (const note of globalTableNotes(this.tableName, mode)) logger.warn(note);
   }
 }
 
