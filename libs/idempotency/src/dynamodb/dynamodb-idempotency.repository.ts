@@ -212,18 +212,13 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
    * beside the transactions' probe, in parallel: that call waits for one round trip either way.
    */
   override supportsCommitWith(): Promise<boolean> {
-    this.transactionSupport ??= this.askCommitSupport().catch((error) => {
-      this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
-      throw error;
-    });
+    this.transactionSupport ??= this.table
+      .hasTransactions(() => supportsTransactions(this.documents))
+      .catch((error) => {
+        this.transactionSupport = undefined; // a fault is not an answer: the next call asks again
+        throw error;
+      });
     return this.transactionSupport;
-  }
-
-  private async askCommitSupport(): Promise<boolean> {
-    const described = this.table.describedMode();
-    if (described) return (await described) !== 'STRONG' && supportsTransactions(this.documents);
-    const [mode, transactions] = await Promise.all([this.table.mode(), supportsTransactions(this.documents)]);
-    return mode !== 'STRONG' && transactions;
   }
 
   /** The table's TTL deletes expired records, except on an MRSC global table (no TTL there: the reconciler does). */

@@ -63,9 +63,14 @@ export class TableModeProbe {
     this.warn(mode);
   }
 
-  /** The mode already described (or being described), without a call; undefined before the first description. */
-  describedMode(): Promise<MultiRegionMode> | undefined {
-    return this.described;
+  /**
+   * Whether the table has transactions: never on an MRSC table; elsewhere as `probe` finds. Before the table has been
+   * described (no startup check), the description and the probe are sent together: one round trip's wait.
+   */
+  async hasTransactions(probe: () => Promise<boolean>): Promise<boolean> {
+    if (this.described) return (await this.described) !== 'STRONG' && probe();
+    const [mode, transactions] = await Promise.all([this.mode(), probe()]);
+    return mode !== 'STRONG' && transactions;
   }
 
   mode(): Promise<MultiRegionMode> {
