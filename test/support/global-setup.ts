@@ -6,6 +6,9 @@ import { DynamoDbLocal, dynamoDbLocalUnavailable, startDynamoDbLocal } from './d
  * line saying why; with REQUIRE_DYNAMODB_LOCAL=1 (CI) that is a failure instead.
  */
 export default async function globalSetup(): Promise<void> {
+  // The SDK's notice about its future Node.js 22 requirement is for operators, not test output: off in this process
+  // (whose DynamoDB Local check makes the first client) and in the workers and processes it starts.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
   // One given from outside (npm run test:mutation starts one for all its Jest runs) is used as it is.
   if (process.env.DYNAMODB_LOCAL_ENDPOINT) return;
   const unavailable = dynamoDbLocalUnavailable();
