@@ -4,7 +4,15 @@ module.exports = {
   rootDir: '.',
   roots: ['<rootDir>/libs', '<rootDir>/apps', '<rootDir>/test'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
-  transform: { '^.+\\.ts$': ['@swc/jest'] },
+  transform: {
+    '^.+\\.ts$': ['@swc/jest'],
+    // Packages that ship ES modules only, compiled to CommonJS as they load (Jest's runtime is CommonJS).
+    '^.+\\.js$': [
+      '@swc/jest',
+      { swcrc: false, module: { type: 'commonjs' }, jsc: { target: 'es2022', parser: { syntax: 'ecmascript' } } },
+    ],
+  },
+  transformIgnorePatterns: ['/node_modules/(?!@nestjs/(event-emitter|schedule)/)'],
   moduleNameMapper: {
     '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src',
     '^nestjs-dynamodb-idempotency/testing$': '<rootDir>/libs/idempotency/src/testing',

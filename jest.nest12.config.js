@@ -20,12 +20,7 @@ const esmOnly = [
 module.exports = {
   ...base,
   resolver: '<rootDir>/test/support/nest12-resolver.cjs',
-  transform: {
-    ...base.transform,
-    '^.+\\.js$': [
-      '@swc/jest',
-      { swcrc: false, module: { type: 'commonjs' }, jsc: { target: 'es2022', parser: { syntax: 'ecmascript' } } },
-    ],
-  },
-  transformIgnorePatterns: [`^(?!.*/\\.cache/nest12/node_modules/(${esmOnly.join('|')})/).*/node_modules/`],
+  transformIgnorePatterns: [
+    `^(?!.*/\\.cache/nest12/node_modules/(${esmOnly.join('|')})/)(?!.*/node_modules/@nestjs/(event-emitter|schedule)/).*/node_modules/`,
+  ],
 };

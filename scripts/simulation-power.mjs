@@ -215,6 +215,16 @@ const CATALOGUE = [
       ],
     ],
   },
+  {
+    id: 'method-fingerprint',
+    what: "§1 a provider method's calls are fingerprinted without their first argument (a different message replays)",
+    edits: [['contexts/method.context.ts', '(call.context.getArgs()[0] ?? null)', 'null']],
+  },
+  {
+    id: 'method-unprotected',
+    what: "§1 a provider method is called as written, as if Nest's pipeline protected it",
+    edits: [['decorators/idempotent-method.ts', 'if (throughPipeline) return', 'if (throughPipeline || true) return']],
+  },
 ];
 
 const seeds = Array.from({ length: Number(process.env.SEEDS ?? 3) }, (_, i) => i + 1);

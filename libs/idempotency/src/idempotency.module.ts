@@ -6,6 +6,8 @@ import { CallDescriber } from './contexts/call-describer';
 import { GraphqlContextAdapter } from './contexts/graphql.context';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
 import { HttpContextAdapter } from './contexts/http.context';
+import { IdempotentMethodCalls } from './contexts/idempotent-method-calls';
+import { MethodContextAdapter } from './contexts/method.context';
 import { RpcContextAdapter } from './contexts/rpc.context';
 import { IdempotencyContext } from './protocol/idempotency-context';
 import { IdempotencyClock, SystemClock } from './idempotency.clock';
@@ -106,6 +108,8 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,
+    MethodContextAdapter,
+    IdempotentMethodCalls,
     HandlerProbeInstaller,
     CallDescriber,
   ],

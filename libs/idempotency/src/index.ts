@@ -5,6 +5,7 @@ export { defaultStoreIf } from './options/idempotency.options';
 export type {
   IdempotencyMode,
   IdempotencyModuleOptions,
+  IdempotentMethodOptions,
   IdempotentOptions,
   Scope,
   StoreIf,
@@ -12,6 +13,7 @@ export type {
 } from './options/idempotency.options';
 export type { EncryptionOptions } from './response/response-sealing';
 export { Idempotent } from './decorators/idempotent.decorator';
+export { tickKey } from './keys/tick-key';
 export { IdempotentRoute } from './decorators/idempotent-route.metadata';
 export { IdempotencyService } from './protocol/idempotency.service';
 export { IdempotencyContext } from './protocol/idempotency-context';
@@ -35,6 +37,7 @@ export type { IdempotencyHealthResult } from './observability/idempotency.health
 export {
   IdempotencyCommitRejectedError,
   IdempotencyError,
+  IdempotencyFingerprintFailedError,
   IdempotencyInFlightError,
   IdempotencyLeaseLostError,
   IdempotencyKeyInvalidError,
@@ -43,6 +46,8 @@ export {
   IdempotencyRecordUnreadableError,
   IdempotencyRequestInvalidError,
   IdempotencyResultNotStoredError,
+  IdempotencyScopeFailedError,
+  IdempotencyStoreMisconfiguredError,
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
 } from './errors/idempotency.errors';

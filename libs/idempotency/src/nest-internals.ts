@@ -20,6 +20,7 @@ export {
 export { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 export { CLASS_SERIALIZER_OPTIONS } from '@nestjs/common/serializer/class-serializer.constants';
 export type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+export { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
 
 /** What `@MessagePattern()` / `@EventPattern()` of `@nestjs/microservices` write on a handler (read without importing it). */
 export const MESSAGE_PATTERN_METADATA = 'microservices:pattern';

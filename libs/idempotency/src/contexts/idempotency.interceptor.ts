@@ -5,8 +5,8 @@ import { IdempotencyError } from '../errors/idempotency.errors';
 import { IdempotentOptions, StoreIf } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { idempotentOptionsOf } from '../options/route-settings';
-import { IdempotencyService, ProtectedWork } from '../protocol/idempotency.service';
-import { StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyService } from '../protocol/idempotency.service';
+import { AdaptedWork } from './adapted-work';
 import { CallDescriber } from './call-describer';
 import { Answer, ClientAnswer } from './client-answer';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
@@ -93,24 +93,20 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 }
 
-/** One intercepted call as the protocol runs it: each step answered by the call's adapter. */
-class InterceptedWork implements ProtectedWork<unknown> {
+/** One intercepted call: the handler runs through the interceptor's `next.handle()`, its client answered as it goes. */
+class InterceptedWork extends AdaptedWork {
   /** Set once the handler runs (as the key's owner, or unprotected without a key). */
   owned = false;
-  /** In optimistic mode, the response's headers before the handler ran: a replay clears what the run added. */
-  private headersBefore?: string[];
 
   constructor(
-    private readonly call: InterceptedCall,
-    private readonly adapter: ContextAdapter,
+    call: InterceptedCall,
+    adapter: ContextAdapter,
     private readonly next: CallHandler,
     private readonly answer: ClientAnswer,
-    private readonly describer: CallDescriber,
-    private readonly storeIf: StoreIf,
-  ) {}
-
-  describe() {
-    return this.describer.describe(this.call, this.adapter);
+    describer: CallDescriber,
+    storeIf: StoreIf,
+  ) {
+    super(call, adapter, describer, storeIf);
   }
 
   execute(): Promise<unknown> {
@@ -119,24 +115,7 @@ class InterceptedWork implements ProtectedWork<unknown> {
     return runHandler(this.call, this.adapter, this.next, this.answer);
   }
 
-  capture(value: unknown): StoredResponse {
-    return this.adapter.capture(value, this.call, this.answer.state());
-  }
-
-  captureError(error: unknown): StoredResponse | undefined {
-    return this.adapter.captureError(error, this.call, this.answer.state());
-  }
-
-  isFinal(stored: StoredResponse, error?: unknown): boolean {
-    return this.storeIf(stored.statusCode, error);
-  }
-
-  replay(stored: StoredResponse): unknown {
-    return this.adapter.replay(stored, this.call, this.headersBefore);
-  }
-
-  origin() {
-    const transport = this.call.context.getType<'http' | 'rpc' | 'graphql'>();
-    return { transport, operation: this.adapter.operation(this.call), mode: this.call.route.mode };
+  protected override responseState() {
+    return this.answer.state();
   }
 }

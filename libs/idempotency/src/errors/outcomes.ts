@@ -163,9 +163,12 @@ export function outcomeEventName(outcome: RequestOutcome): OutcomeEventName {
  */
 export interface IdempotencyOutcomeEvent {
   outcome: OutcomeEventName;
-  /** How the call came in: an HTTP route, a GraphQL mutation, a message handler, `IdempotencyService.execute`. */
-  transport: 'http' | 'graphql' | 'rpc' | 'function';
-  /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`. */
+  /**
+   * How the call came in: an HTTP route, a GraphQL mutation, a message handler, `IdempotencyService.execute`, a
+   * provider's `@Idempotent()` method.
+   */
+  transport: 'http' | 'graphql' | 'rpc' | 'function' | 'method';
+  /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`, `OrdersConsumer.handle`. */
   operation: string;
   /** The record key (hashed: never the client's key); absent when the call has none (a missing key). */
   recordKey?: string;

@@ -195,3 +195,29 @@ export interface IdempotentOptions {
    */
   mode?: IdempotencyMode;
 }
+
+/**
+ * `@Idempotent()` on a provider's method (a queue processor, an event listener, a scheduled job, any injectable): its
+ * calls run under the same protocol as `IdempotencyService.execute()`, keyed by a function of the method's arguments.
+ * The module's `scope` does not apply (it reads an HTTP request); the method's own does.
+ */
+export interface IdempotentMethodOptions<A extends any[] = any[]> extends Omit<
+  IdempotentOptions,
+  'key' | 'fingerprint' | 'scope' | 'keyFrom' | 'partitionKeyValue' | 'required'
+> {
+  /**
+   * The call's key, from the method's arguments (a message id, a job id, an event id, a tick's time). Required: there
+   * is no header. A key function that throws or returns no key fails the call with the module's error
+   * (`IdempotencyKeyInvalidError`, `IdempotencyKeyMissingError`); nothing is claimed and the method does not run.
+   */
+  key: (...args: A) => string | number | undefined;
+  /**
+   * What makes two calls with one key the same: any JSON value of the arguments. Default: the arguments themselves,
+   * which must then be JSON (a framework object such as a BullMQ `Job` is not: give `(job) => job.data`).
+   */
+  fingerprint?: (...args: A) => unknown;
+  /** A namespace for the key (a tenant, a consumer name): a constant, or a function of the arguments. Default none. */
+  scope?: string | number | false | ((...args: A) => string | number | undefined);
+  /** With a sort-key layout: the records' partition, instead of the key prefix and the scope's hash. */
+  partitionKeyValue?: string;
+}

@@ -19,8 +19,8 @@ import {
 } from '../nest-internals';
 
 /**
- * Checks every `@Idempotent()` handler once, at startup: a handler whose answer cannot be replayed faithfully, or
- * that is not an HTTP route or message handler, and every invalid route option, fails application startup with a
+ * Checks every `@Idempotent()` handler once, at startup: a handler whose answer cannot be replayed faithfully, a
+ * provider method without a key function, and every invalid route option, fails application startup with a
  * message naming the handler. Never a route that looks protected while it is not, never a 500 on each request.
  */
 @Injectable()
@@ -60,7 +60,9 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const options = idempotentOptionsOf(this.reflector, handler, type);
       if (!options) return [];
       const where = `${type.name}.${name}`;
-      const problem = isController ? this.handlerProblem(prototype, name, handler, wrapper) : providerProblem(handler);
+      const problem = isController
+        ? this.handlerProblem(prototype, name, handler, wrapper)
+        : providerProblem(handler, options, wrapper);
       if (problem) return [`${where}: ${problem}`];
       try {
         validateCallSettings(options, where, this.options.clockSkewSeconds);
@@ -139,14 +141,20 @@ function isUploadInterceptor(entry: unknown, wrapper: InstanceWrapper): boolean 
   return typeof (instance as { multer?: { single?: unknown } } | undefined)?.multer?.single === 'function';
 }
 
-function providerProblem(handler: object): string | undefined {
+function providerProblem(handler: object, options: IdempotentOptions, wrapper: InstanceWrapper): string | undefined {
   if (Reflect.hasMetadata(WEBSOCKET_MESSAGE_METADATA, handler)) return 'WebSocket gateway handlers are not supported';
   if (isGraphqlMutation(handler)) return undefined;
   const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler);
   if (resolverType !== undefined) {
     return `a GraphQL ${resolverType === 'Query' || resolverType === 'Subscription' ? resolverType.toLowerCase() : 'field resolver'} cannot be @Idempotent(): only mutations change something (a query is safe to repeat, a subscription is a stream)`;
   }
-  return 'only controller routes and message handlers can be @Idempotent(); use IdempotencyService.execute() elsewhere';
+  if (typeof options.key !== 'function') {
+    return 'a provider method needs key: (...args) => string, a function of its arguments (there is no Idempotency-Key header), e.g. key: (event) => event.id';
+  }
+  if (!wrapper.isTransient && !wrapper.isDependencyTreeStatic()) {
+    return 'a request-scoped provider (or one that depends on one) has no instance before its request; make it a singleton, or call IdempotencyService.execute() inside the method';
+  }
+  return undefined;
 }
 
 /** The class whose methods a wrapper exposes: its instance's, or its class's for request-scoped providers. */
