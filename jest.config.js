@@ -12,7 +12,7 @@ module.exports = {
       { swcrc: false, module: { type: 'commonjs' }, jsc: { target: 'es2022', parser: { syntax: 'ecmascript' } } },
     ],
   },
-  transformIgnorePatterns: ['/node_modules/(?!@nestjs/(event-emitter|schedule)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!@nestjs/(event-emitter|schedule|bullmq|bull-shared)/)'],
   moduleNameMapper: {
     '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src',
     '^nestjs-dynamodb-idempotency/testing$': '<rootDir>/libs/idempotency/src/testing',

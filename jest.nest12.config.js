@@ -21,6 +21,6 @@ module.exports = {
   ...base,
   resolver: '<rootDir>/test/support/nest12-resolver.cjs',
   transformIgnorePatterns: [
-    `^(?!.*/\\.cache/nest12/node_modules/(${esmOnly.join('|')})/)(?!.*/node_modules/@nestjs/(event-emitter|schedule)/).*/node_modules/`,
+    `^(?!.*/\\.cache/nest12/node_modules/(${esmOnly.join('|')})/)(?!.*/node_modules/@nestjs/(event-emitter|schedule|bullmq|bull-shared)/).*/node_modules/`,
   ],
 };

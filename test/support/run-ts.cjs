@@ -35,5 +35,14 @@ Module._resolveFilename = function (request, parent, ...rest) {
   if (nestParent && fromNestTree.test(request)) return resolve.call(this, request, nestParent, ...rest);
   return resolve.call(this, packages[request] ?? request, parent, ...rest);
 };
+// The same for ES modules (an ESM-only package of the workspace, such as @nestjs/bullmq, importing Nest): they are
+// resolved by the ESM loader, whose hooks Node.js 22.15 and later take synchronously.
+if (nestParent && Module.registerHooks) {
+  const nestParentUrl = require('node:url').pathToFileURL(nestParent.filename).href;
+  Module.registerHooks({
+    resolve: (specifier, context, nextResolve) =>
+      nextResolve(specifier, fromNestTree.test(specifier) ? { ...context, parentURL: nestParentUrl } : context),
+  });
+}
 process.argv.splice(1, 1); // [node, script, its arguments]: as if node ran the script itself
 require(path.resolve(process.argv[1]));

@@ -1,0 +1,69 @@
+/**
+ * A BullMQ worker in a process of its own (started by bullmq.e2e-spec.ts), so that a test can run two of them and
+ * SIGKILL one inside a job: a Nest application context whose `@Processor` has an `@Idempotent()` `process(job)` of two
+ * steps. What each step does is pushed to a Redis list (`effects`), the one record all processes share. Env:
+ * REDIS_PORT, QUEUE, DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE; CRASH_AFTER_CHARGE=1 kills the process between the steps.
+ */
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
+import { Job } from 'bullmq';
+import Redis from 'ioredis';
+import { Idempotent, IdempotencyContext, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
+import { localClient } from '../support/dynalite';
+
+const { REDIS_PORT, QUEUE, DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, CRASH_AFTER_CHARGE } = process.env;
+const connection = { host: '127.0.0.1', port: Number(REDIS_PORT) };
+const effects = new Redis(connection);
+
+export interface Payment {
+  messageId: string;
+  amount: number;
+}
+
+// A dead worker's job is found stalled within a second or two and handed to another worker.
+@Processor(QUEUE!, { lockDuration: 2000, stalledInterval: 1000 })
+class Payments extends WorkerHost {
+  constructor(private readonly idempotency: IdempotencyContext) {
+    super();
+  }
+
+  // waitMs: a job whose key is held by a worker that died waits for its lease to end, then resumes its steps.
+  @Idempotent({
+    key: (job: Job<Payment>) => job.data.messageId,
+    fingerprint: (job: Job<Payment>) => job.data,
+    waitMs: 15_000,
+  })
+  async process(job: Job<Payment>): Promise<{ chargeId: string; shippedBy: number }> {
+    const chargeId = await this.idempotency.step('charge', async () => {
+      await effects.rpush('effects', `charge ${job.data.messageId} ${process.pid}`);
+      return `ch-${job.data.messageId}`;
+    });
+    if (CRASH_AFTER_CHARGE === '1') process.kill(process.pid, 'SIGKILL');
+    await this.idempotency.step('ship', () => effects.rpush('effects', `ship ${job.data.messageId} ${process.pid}`));
+    return { chargeId, shippedBy: process.pid };
+  }
+}
+
+@Module({
+  imports: [
+    IdempotencyModule.forRoot({
+      client: localClient(DYNAMODB_ENDPOINT!),
+      tableName: IDEMPOTENCY_TABLE!,
+      pendingTtlSeconds: 2,
+      replayCache: { enabled: false },
+    }),
+    BullModule.forRoot({ connection }),
+    BullModule.registerQueue({ name: QUEUE! }),
+  ],
+  providers: [Payments],
+})
+class WorkerModule {}
+
+async function main(): Promise<void> {
+  const app = await NestFactory.createApplicationContext(WorkerModule, { logger: ['warn'] });
+  app.enableShutdownHooks();
+  process.send?.('ready');
+}
+
+void main();
