@@ -17,6 +17,7 @@ module.exports = {
     '^nestjs-dynamodb-idempotency$': '<rootDir>/libs/idempotency/src',
     '^nestjs-dynamodb-idempotency/testing$': '<rootDir>/libs/idempotency/src/testing',
     '^nestjs-dynamodb-idempotency/client$': '<rootDir>/libs/idempotency/src/client',
+    '^nestjs-dynamodb-idempotency/lambda$': '<rootDir>/libs/idempotency/src/lambda',
     // @fastify/static 10 (Swagger UI on the Fastify demo) requires glob 14 and content-disposition 2, ES modules only:
     // Node loads them (require(esm)), Jest's CommonJS runtime cannot. Under Jest it gets glob 13 (the same API, with a
     // CommonJS build, hoisted to the root) and content-disposition 1 (test/support/content-disposition.cjs).

@@ -20,6 +20,7 @@ const packages = {
   'nestjs-dynamodb-idempotency': path.join(root, 'libs/idempotency/src/index.ts'),
   'nestjs-dynamodb-idempotency/testing': path.join(root, 'libs/idempotency/src/testing/index.ts'),
   'nestjs-dynamodb-idempotency/client': path.join(root, 'libs/idempotency/src/client/index.ts'),
+  'nestjs-dynamodb-idempotency/lambda': path.join(root, 'libs/idempotency/src/lambda/index.ts'),
 };
 const resolve = Module._resolveFilename;
 // NEST_MODULES: a node_modules folder holding another NestJS major (npm run test:nest12 installs NestJS 12 there):

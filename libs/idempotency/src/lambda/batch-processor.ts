@@ -1,0 +1,157 @@
+import { Logger } from '@nestjs/common';
+import { CallSettings } from '../options/route-settings';
+import type { IdempotencyContext } from '../protocol/idempotency-context';
+import type { ExecuteOptions, IdempotencyService } from '../protocol/idempotency.service';
+import { BatchRecord, batchSource, BatchSource, messageAttribute } from './batch-records';
+import { LambdaContextLike, withLambdaContext } from './lambda-invocation';
+
+/** Options of `processBatch`: the records' operation and how each is keyed, and the calls' settings. */
+export interface BatchOptions<T extends BatchRecord = BatchRecord> extends CallSettings {
+  /** The application's `IdempotencyService` (`app.get(IdempotencyService)`). */
+  idempotency: IdempotencyService;
+  /** What the records are for (`'charge-payments'`): part of every record's key, as `execute()`'s `operation`. */
+  operation: string;
+  /**
+   * Each record's key: by default the SQS message id, or the Kinesis or DynamoDB Streams event id (one per record, the
+   * same on every redelivery). A function of the record, for a key the producer set (a duplicate sent twice gets two
+   * message ids).
+   */
+  key?: (record: T) => string | number | undefined;
+  /** SQS: the key from this message attribute (e.g. `'Idempotency-Key'`), instead of the message id. */
+  keyAttribute?: string;
+  /** What makes two deliveries of one key the same: by default the body (Kinesis: its data; streams: the change). */
+  fingerprint?: (record: T) => unknown;
+  /** A namespace for the keys (a tenant, a consumer). */
+  scope?: string | number;
+  /** How many records (FIFO: message groups) run at once. Default 1: one after another, in the event's order. */
+  concurrency?: number;
+  /** A record starts only while the invocation has at least this long left (ms). Default 1000. */
+  minRemainingMs?: number;
+}
+
+/** What a Lambda function with `ReportBatchItemFailures` answers: the records to deliver again. */
+export interface BatchResponse {
+  batchItemFailures: { itemIdentifier: string }[];
+}
+
+const logger = new Logger('Idempotency');
+
+/**
+ * Runs each record of an SQS (standard or FIFO), Kinesis or DynamoDB Streams batch once, under its own key
+ * (`IdempotencyService.execute`), and answers the partial batch response:
+ * - a record already completed is skipped (its stored result stands); one held by another consumer, one whose handler
+ *   threw and one that cannot be keyed are reported as failures, so the source delivers them again: never run twice,
+ *   never failing the whole batch;
+ * - no record starts with less than `minRemainingMs` of the invocation left: those are reported as failures;
+ * - SQS FIFO: after a failure in a message group the rest of that group is reported too (its order kept), other groups
+ *   go on; Kinesis and DynamoDB Streams: the first failure is reported and the records after it are not started (the
+ *   source resumes from that sequence number);
+ * - with `context`, the batch runs as `withLambdaContext` runs an invocation: leases end by the deadline, the holder
+ *   is the request id.
+ *
+ * @example
+ * ```ts
+ * export const handler = async (event: SQSEvent, context: Context) =>
+ *   processBatch(event, context, (record) => payments.charge(JSON.parse(record.body)), {
+ *     idempotency: (await app()).get(IdempotencyService),
+ *     operation: 'charge-payments',
+ *   });
+ * ```
+ */
+export async function processBatch<T extends BatchRecord, R>(
+  event: { Records: T[] },
+  context: LambdaContextLike | undefined,
+  handler: (record: T, idempotency: IdempotencyContext) => R | Promise<R>,
+  options: BatchOptions<T>,
+): Promise<BatchResponse> {
+  if (typeof options?.idempotency?.execute !== 'function') {
+    throw new TypeError('processBatch needs options.idempotency: the application’s IdempotencyService');
+  }
+  if (typeof options.operation !== 'string' || options.operation === '') {
+    throw new TypeError("processBatch needs options.operation, what the records are for (e.g. 'charge-payments')");
+  }
+  const records = event?.Records;
+  const source = batchSource(records) as BatchSource<T>;
+  const work = () => new Batch(source, context, handler, options).run(records);
+  return context ? withLambdaContext(work)(event, context) : work();
+}
+
+class Batch<T extends BatchRecord, R> {
+  private readonly failed = new Set<T>();
+
+  constructor(
+    private readonly source: BatchSource<T>,
+    private readonly context: LambdaContextLike | undefined,
+    private readonly handler: (record: T, idempotency: IdempotencyContext) => R | Promise<R>,
+    private readonly options: BatchOptions<T>,
+  ) {}
+
+  async run(records: T[]): Promise<BatchResponse> {
+    const lanes = this.lanes(records);
+    const concurrency = Math.max(1, Math.floor(this.options.concurrency ?? 1));
+    let next = 0;
+    const worker = async () => {
+      while (next < lanes.length) await this.runLane(lanes[next++]);
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, lanes.length) }, worker));
+    const batchItemFailures = records
+      .filter((record) => this.failed.has(record))
+      .map((record) => ({ itemIdentifier: this.source.itemIdentifier(record) }));
+    return { batchItemFailures };
+  }
+
+  /** The sequences whose order counts: each record alone (SQS), each message group (FIFO), the shard (streams). */
+  private lanes(records: T[]): T[][] {
+    const { kind, group } = this.source;
+    if (kind === 'sqs') return records.map((record) => [record]);
+    if (kind !== 'sqs-fifo' || !group) return records.length > 0 ? [records] : [];
+    const groups = new Map<string, T[]>();
+    for (const record of records) groups.set(group(record), [...(groups.get(group(record)) ?? []), record]);
+    return [...groups.values()];
+  }
+
+  /** Runs a lane's records in order; at a failure, the rest of a FIFO group fails too, a stream's stops there. */
+  private async runLane(lane: T[]): Promise<void> {
+    for (const [i, record] of lane.entries()) {
+      if (await this.runRecord(record)) continue;
+      const rest = this.source.kind === 'sqs-fifo' ? lane.slice(i) : [record];
+      for (const each of rest) this.failed.add(each);
+      return;
+    }
+  }
+
+  private async runRecord(record: T): Promise<boolean> {
+    const item = this.source.itemIdentifier(record);
+    const remainingMs = this.context?.getRemainingTimeInMillis();
+    const minRemainingMs = this.options.minRemainingMs ?? 1000;
+    if (remainingMs !== undefined && remainingMs < minRemainingMs) {
+      logger.warn({ msg: `record not started: ${remainingMs} ms left of the invocation`, item });
+      return false;
+    }
+    try {
+      await this.options.idempotency.execute(this.callOf(record), (context) => this.handler(record, context));
+      return true;
+    } catch (error) {
+      logger.warn({ msg: 'record failed; reported for redelivery', item, error: String(error) });
+      return false;
+    }
+  }
+
+  /** The record's call: its key and fingerprint (by default its source's), the batch's settings. */
+  private callOf(record: T): ExecuteOptions {
+    const { operation, key, keyAttribute, fingerprint, scope } = this.options;
+    const { ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, retryAfterSeconds, waitMs, mode } = this.options;
+    const recordKey = key
+      ? key(record)
+      : keyAttribute
+        ? messageAttribute(record, keyAttribute)
+        : this.source.defaultKey(record);
+    return {
+      operation,
+      key: recordKey as string,
+      scope,
+      fingerprint: fingerprint ? fingerprint(record) : this.source.defaultFingerprint(record),
+      ...{ ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, retryAfterSeconds, waitMs, mode },
+    };
+  }
+}
