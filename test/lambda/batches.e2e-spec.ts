@@ -1,7 +1,12 @@
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import type { DynamoDBRecord, KinesisStreamRecord, SQSRecord } from 'aws-lambda';
-import { IdempotencyModule, IdempotencyModuleOptions, IdempotencyService } from 'nestjs-dynamodb-idempotency';
+import {
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  IdempotencyOutcomeEvent,
+  IdempotencyService,
+} from 'nestjs-dynamodb-idempotency';
 import { processBatch } from 'nestjs-dynamodb-idempotency/lambda';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
@@ -220,7 +225,10 @@ describe.each(ENGINES)('processBatch (%s)', (engine) => {
   });
 
   it('Kinesis and DynamoDB Streams: the first failure is reported (the source resumes there) and nothing after it starts', async () => {
-    const idempotency = await container(await table('batch-streams'));
+    const events: IdempotencyOutcomeEvent[] = [];
+    const idempotency = await container(await table('batch-streams'), {
+      onOutcome: (event) => void events.push(event),
+    });
     const shard = [kinesis('100', 'k1'), kinesis('101', 'k2-fail'), kinesis('102', 'k3')];
     expect(await processBatch({ Records: shard }, context(), charge, { idempotency, operation: 'k' })).toEqual({
       batchItemFailures: [{ itemIdentifier: '101' }],
@@ -234,6 +242,11 @@ describe.each(ENGINES)('processBatch (%s)', (engine) => {
       batchItemFailures: [{ itemIdentifier: '200' }],
     });
     expect(effects).toEqual(['k1']);
+    expect(events.map(({ transport, operation, outcome }) => [transport, operation, outcome])).toEqual([
+      ['kinesis', 'fn k', 'executed'],
+      ['kinesis', 'fn k', 'executed'],
+      ['dynamodb-streams', 'fn s', 'executed'],
+    ]);
   });
 
   it('no record starts with less than minRemainingMs of the invocation left: those are reported', async () => {

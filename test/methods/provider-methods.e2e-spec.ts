@@ -12,9 +12,11 @@ import {
   IdempotencyModule,
   IdempotencyOutcomeEvent,
 } from 'nestjs-dynamodb-idempotency';
+import { runCli } from '../../libs/idempotency/src/cli/run-cli';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
 
 interface Order {
@@ -119,6 +121,32 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     ]);
   });
 
+  it("the operator's keys:inspect finds a method's record by its operation (--name Class.method, or the method's name)", async () => {
+    const tableName = uniqueTableName('pm-cli');
+    await createIdempotencyTable(localClient(endpoint), tableName);
+    const payments = (await instance(tableName)).get(Payments);
+    await payments.charge({ id: 'o-9', amount: 9 });
+    await payments.ship({ id: 'o-9', amount: 9 }, 2);
+    const inspect = async (...selector: string[]) => {
+      const out: string[] = [];
+      const flags = ['--table', tableName, '--endpoint', endpoint, '--region', 'us-east-1', '--json'];
+      const code = await runCli(['keys:inspect', ...selector, ...flags], {
+        log: (line) => out.push(line),
+        error: () => undefined,
+      });
+      return { code, record: code === 0 ? JSON.parse(out.join('\n')) : undefined };
+    };
+    expect(await inspect('--name', 'Payments.charge', '--key', 'o-9')).toMatchObject({
+      code: 0,
+      record: { status: 'COMPLETED' },
+    });
+    expect(await inspect('--name', 'payments.ship', '--key', 'o-9')).toMatchObject({
+      code: 0,
+      record: { status: 'COMPLETED' },
+    });
+    expect((await inspect('--name', 'Payments.charge', '--key', 'o-404')).code).toBe(1);
+  });
+
   it('a duplicate while the first call runs is told it is in flight, and the method runs once', async () => {
     const { a, b } = await twoInstances('pm-inflight');
     let release!: () => void;
@@ -153,9 +181,16 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     circular.self = circular;
     await expect(a.ship(circular as never, 2)).rejects.toThrow(); // its fingerprint function reads .amount: undefined
     const payments = a as unknown as { charge(order: unknown): Promise<unknown> };
-    await expect(payments.charge(Object.assign(circular, { id: 'o-4' }))).rejects.toBeInstanceOf(
-      IdempotencyFingerprintFailedError,
-    );
+    const logs = new CapturedLogs();
+    logs.start();
+    const refused = payments.charge(Object.assign(circular, { id: 'o-4' })).finally(() => logs.stop());
+    await expect(refused).rejects.toBeInstanceOf(IdempotencyFingerprintFailedError);
+    expect(logs.at('error')).toEqual([
+      expect.objectContaining({
+        msg: expect.stringContaining('give the method a fingerprint function'),
+        operation: 'Payments.charge',
+      }),
+    ]);
     expect(effects).toEqual([]);
     expect(await repository.get({ key: recordKey('Payments.charge', undefined, 'o-4') })).toBeUndefined();
   });

@@ -14,6 +14,7 @@ import {
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { Engine, ENGINES, startStore } from '../support/engines';
+import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
 import { jsonMeaning, NotJson } from './inputs';
 
@@ -98,6 +99,9 @@ describe.each(STORES)('generated method inputs on the %s store', (store) => {
 
   it(`refuses what it cannot key or fingerprint before the method runs, runs it once per key, and answers a second call by what JSON says of it (${runs} runs)`, async () => {
     const [a, b] = await twoInstances();
+    // The module logs each refused fingerprint; nothing else may be logged as an error.
+    const logs = new CapturedLogs();
+    logs.start();
     const keyValue = fc.oneof(
       { weight: 4, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 40 }) },
       { weight: 1, arbitrary: fc.string({ unit: 'grapheme', minLength: 250, maxLength: 260 }) },
@@ -105,59 +109,64 @@ describe.each(STORES)('generated method inputs on the %s store', (store) => {
       { weight: 1, arbitrary: fc.constantFrom<unknown>(undefined, null, '', NaN, Infinity, true, {}, [], ['k']) },
     );
     const payload = fc.anything({ maxDepth: 2, withDate: true, withMap: true, withSet: true, withBigInt: true });
-    await fc.assert(
-      fc.asyncProperty(
-        keyValue,
-        payload,
-        fc.boolean(),
-        fc.option(payload, { nil: undefined }),
-        async (value, first, sameKey, other) => {
-          // Each run its own keys: a string gets the store's and the run's prefix (a long one stays over the limit), a
-          // number the run's range.
-          const prefix = `${store}-${++run}-`;
-          const ownKey = (raw: unknown) => {
-            if (typeof raw === 'string' && raw.length > 0) return prefix + raw;
-            if (typeof raw === 'number' && Number.isInteger(raw)) return run * 1e10 + (raw % 1e9);
-            return raw;
-          };
-          const firstKey = ownKey(value);
-          const secondKey = sameKey ? firstKey : `${prefix}other`;
-          const second = other === undefined ? first : other;
-          const call = (consumer: Consumer, key: unknown, body: unknown, answer: string) =>
-            consumer.handle({ key, payload: body }, answer).then(
-              (got) => ({ got }),
-              (error: unknown) => ({ error }),
-            );
-          const outcomes = [await call(a, firstKey, first, 'first'), await call(b, secondKey, second, 'second')];
-          const meaning = (body: unknown, key: unknown) => {
-            try {
-              return jsonMeaning({ key, payload: body });
-            } catch (error) {
-              if (error instanceof NotJson) return undefined;
-              throw error;
+    await fc
+      .assert(
+        fc.asyncProperty(
+          keyValue,
+          payload,
+          fc.boolean(),
+          fc.option(payload, { nil: undefined }),
+          async (value, first, sameKey, other) => {
+            // Each run its own keys: a string gets the store's and the run's prefix (a long one stays over the limit), a
+            // number the run's range.
+            const prefix = `${store}-${++run}-`;
+            const ownKey = (raw: unknown) => {
+              if (typeof raw === 'string' && raw.length > 0) return prefix + raw;
+              if (typeof raw === 'number' && Number.isInteger(raw)) return run * 1e10 + (raw % 1e9);
+              return raw;
+            };
+            const firstKey = ownKey(value);
+            const secondKey = sameKey ? firstKey : `${prefix}other`;
+            const second = other === undefined ? first : other;
+            const call = (consumer: Consumer, key: unknown, body: unknown, answer: string) =>
+              consumer.handle({ key, payload: body }, answer).then(
+                (got) => ({ got }),
+                (error: unknown) => ({ error }),
+              );
+            const outcomes = [await call(a, firstKey, first, 'first'), await call(b, secondKey, second, 'second')];
+            const meaning = (body: unknown, key: unknown) => {
+              try {
+                return jsonMeaning({ key, payload: body });
+              } catch (error) {
+                if (error instanceof NotJson) return undefined;
+                throw error;
+              }
+            };
+            const expected = [
+              { key: keyOf(firstKey), meaning: meaning(first, firstKey) },
+              { key: keyOf(secondKey), meaning: meaning(second, secondKey) },
+            ];
+            let stored: { key: string; meaning: string } | undefined;
+            for (const [i, { key, meaning: asJson }] of expected.entries()) {
+              const outcome = outcomes[i];
+              const error = 'error' in outcome ? outcome.error : undefined;
+              if (key.refused === 'missing') expect(error).toBeInstanceOf(IdempotencyKeyMissingError);
+              else if (key.refused === 'invalid') expect(error).toBeInstanceOf(IdempotencyKeyInvalidError);
+              else if (asJson === undefined) expect(error).toBeInstanceOf(IdempotencyFingerprintFailedError);
+              else if (stored === undefined || stored.key !== key.key) {
+                expect(outcome).toEqual({ got: i === 0 ? 'first' : 'second' });
+                stored = { key: key.key!, meaning: asJson };
+              } else if (stored.meaning === asJson) expect(outcome).toEqual({ got: 'first' });
+              else expect(error).toBeInstanceOf(IdempotencyMismatchError);
             }
-          };
-          const expected = [
-            { key: keyOf(firstKey), meaning: meaning(first, firstKey) },
-            { key: keyOf(secondKey), meaning: meaning(second, secondKey) },
-          ];
-          let stored: { key: string; meaning: string } | undefined;
-          for (const [i, { key, meaning: asJson }] of expected.entries()) {
-            const outcome = outcomes[i];
-            const error = 'error' in outcome ? outcome.error : undefined;
-            if (key.refused === 'missing') expect(error).toBeInstanceOf(IdempotencyKeyMissingError);
-            else if (key.refused === 'invalid') expect(error).toBeInstanceOf(IdempotencyKeyInvalidError);
-            else if (asJson === undefined) expect(error).toBeInstanceOf(IdempotencyFingerprintFailedError);
-            else if (stored === undefined || stored.key !== key.key) {
-              expect(outcome).toEqual({ got: i === 0 ? 'first' : 'second' });
-              stored = { key: key.key!, meaning: asJson };
-            } else if (stored.meaning === asJson) expect(outcome).toEqual({ got: 'first' });
-            else expect(error).toBeInstanceOf(IdempotencyMismatchError);
-          }
-          for (const key of [firstKey, secondKey]) expect(runsByKey.get(String(key)) ?? 0).toBeLessThanOrEqual(1);
-        },
-      ),
-      { numRuns: runs, seed },
-    );
+            for (const key of [firstKey, secondKey]) expect(runsByKey.get(String(key)) ?? 0).toBeLessThanOrEqual(1);
+          },
+        ),
+        { numRuns: runs, seed },
+      )
+      .finally(() => logs.stop());
+    for (const entry of logs.at('error')) {
+      expect(entry).toMatchObject({ msg: expect.stringContaining('give the method a fingerprint function') });
+    }
   }, 300_000);
 });

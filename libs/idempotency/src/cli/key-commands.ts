@@ -23,7 +23,8 @@ const NOT_FOUND_HINT = `No record has the key this selector derives. Check:
   --scope      the caller's scope exactly as the app's scope function returns it (a number as its digits)
   --route      the route's method and template as Nest declares it, e.g. 'POST /orders/:id' (no trailing slash,
                the global prefix included), with --version for a versioned route; or --name for a route's stable name
-               ('RPC ["pattern"]' for a message handler, 'GraphQL Mutation.field' for a GraphQL mutation)
+               ('RPC ["pattern"]' for a message handler, 'GraphQL Mutation.field' for a GraphQL mutation,
+               'Class.method' for a provider method, 'fn <operation>' for execute() and processBatch)
   --partition  with a sort key: the record's partition when the app sets partitionKeyValue
 keys:list lists what is there.`;
 

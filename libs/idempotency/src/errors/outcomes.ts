@@ -157,6 +157,9 @@ export function outcomeEventName(outcome: RequestOutcome): OutcomeEventName {
   return outcome === 'executed' || outcome === 'replayed' ? outcome : PROBLEMS[outcome].event;
 }
 
+/** The event source of a Lambda batch's record (`processBatch`). */
+export type BatchTransport = 'sqs' | 'kinesis' | 'dynamodb-streams';
+
 /**
  * One protected call's outcome, as `onOutcome` and the `nestjs-dynamodb-idempotency:outcome` diagnostics channel
  * receive it: one event per call, built only when one of them listens.
@@ -165,9 +168,9 @@ export interface IdempotencyOutcomeEvent {
   outcome: OutcomeEventName;
   /**
    * How the call came in: an HTTP route, a GraphQL mutation, a message handler, `IdempotencyService.execute`, a
-   * provider's `@Idempotent()` method.
+   * provider's `@Idempotent()` method, a record of a Lambda batch (`processBatch`).
    */
-  transport: 'http' | 'graphql' | 'rpc' | 'function' | 'method';
+  transport: 'http' | 'graphql' | 'rpc' | 'function' | 'method' | BatchTransport;
   /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`, `OrdersConsumer.handle`. */
   operation: string;
   /** The record key (hashed: never the client's key); absent when the call has none (a missing key). */

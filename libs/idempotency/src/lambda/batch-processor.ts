@@ -148,6 +148,7 @@ class Batch<T extends BatchRecord, R> {
         : this.source.defaultKey(record);
     return {
       operation,
+      transport: this.source.transport,
       key: recordKey as string,
       scope,
       fingerprint: fingerprint ? fingerprint(record) : this.source.defaultFingerprint(record),

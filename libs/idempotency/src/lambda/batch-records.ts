@@ -1,3 +1,5 @@
+import type { BatchTransport } from '../errors/outcomes';
+
 /**
  * The records of the Lambda event sources whose batches `processBatch` takes, as far as it reads them (the shapes of
  * `aws-lambda`'s `SQSRecord`, `KinesisStreamRecord` and `DynamoDBRecord`, without depending on that package).
@@ -34,6 +36,8 @@ export type BatchRecord = SqsRecordLike | KinesisRecordLike | DynamoDbStreamReco
 export interface BatchSource<T extends BatchRecord = BatchRecord> {
   /** `sqs` (standard), `sqs-fifo`, `kinesis` or `dynamodb-streams`. */
   kind: 'sqs' | 'sqs-fifo' | 'kinesis' | 'dynamodb-streams';
+  /** What its records' outcome events say. */
+  transport: BatchTransport;
   /** The record's own key when none is chosen: the message id, the stream event's id. */
   defaultKey(record: T): string;
   /** What makes two deliveries of one key the same: the message body, the stream record's data or change. */
@@ -46,6 +50,7 @@ export interface BatchSource<T extends BatchRecord = BatchRecord> {
 
 const SQS: BatchSource<SqsRecordLike> = {
   kind: 'sqs',
+  transport: 'sqs',
   defaultKey: (record) => record.messageId,
   defaultFingerprint: (record) => record.body,
   itemIdentifier: (record) => record.messageId,
@@ -59,6 +64,7 @@ const SQS_FIFO: BatchSource<SqsRecordLike> = {
 
 const KINESIS: BatchSource<KinesisRecordLike> = {
   kind: 'kinesis',
+  transport: 'kinesis',
   defaultKey: (record) => record.eventID,
   defaultFingerprint: (record) => record.kinesis.data,
   itemIdentifier: (record) => record.kinesis.sequenceNumber,
@@ -66,6 +72,7 @@ const KINESIS: BatchSource<KinesisRecordLike> = {
 
 const DYNAMODB_STREAMS: BatchSource<DynamoDbStreamRecordLike> = {
   kind: 'dynamodb-streams',
+  transport: 'dynamodb-streams',
   defaultKey: (record) => record.eventID ?? '',
   defaultFingerprint: ({ eventName, dynamodb }) => ({ eventName, keys: dynamodb?.Keys, newImage: dynamodb?.NewImage }),
   itemIdentifier: (record) => record.dynamodb?.SequenceNumber ?? '',

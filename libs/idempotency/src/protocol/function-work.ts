@@ -46,6 +46,6 @@ export function functionWork<T>(
     execute: async (context) => fn(context!),
     capture: storedTypedResult,
     replay: (stored) => replayedBody(stored) as T,
-    origin: () => ({ transport: 'function', operation: `fn ${operation}` }),
+    origin: () => ({ transport: options.transport ?? 'function', operation: `fn ${operation}` }),
   };
 }

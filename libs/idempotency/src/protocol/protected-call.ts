@@ -2,6 +2,7 @@ import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.rec
 import { CallPolicy, CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from './idempotency-context';
 import type { CallReport } from '../observability/outcome-events';
+import type { BatchTransport } from '../errors/outcomes';
 
 export type { CallSettings } from '../options/route-settings';
 
@@ -20,6 +21,8 @@ export interface ExecuteOptions extends CallSettings {
   scope?: string | number;
   /** With a sort-key layout: the record's partition, instead of the key prefix and the scope's hash. */
   partitionKeyValue?: string;
+  /** How the call came in, as its outcome event says: `'function'` (default), or a Lambda batch's event source. */
+  transport?: 'function' | BatchTransport;
 }
 
 /** One protected call, as the protocol needs it. */
