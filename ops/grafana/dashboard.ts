@@ -116,6 +116,14 @@ export function idempotencyDashboard(): Dashboard {
     )
     .withPanel(
       timeSeries(
+        'Calls by transport',
+        'Protected calls by how they came in: http, graphql, rpc (message handlers), method (provider methods: queues, events, scheduled jobs), function (execute), sqs, kinesis, dynamodb-streams (Lambda batches).',
+        'reqps',
+        [query(`sum by (transport) (rate(idempotency_requests_total{${TABLE}}[$__rate_interval]))`, '{{transport}}')],
+      ),
+    )
+    .withPanel(
+      timeSeries(
         'Conditional writes refused',
         'ConditionalCheckFailedException by operation: claims follow client retries (alert: IdempotencyRetryStorm); complete/fail are fenced-out workers.',
         'ops',
@@ -158,12 +166,7 @@ export function idempotencyDashboard(): Dashboard {
         'Steps',
         'Recovery points (IdempotencyContext.step): run (the function ran and its result was recorded), resumed (a retry used the recorded result instead of running it), lease_lost (not started, or not recorded, because the caller had lost its lease: a frozen or partitioned owner).',
         'ops',
-        [
-          query(
-            `sum by (result) (rate(idempotency_steps_total{${TABLE}}[$__rate_interval]))`,
-            '{{result}}',
-          ),
-        ],
+        [query(`sum by (result) (rate(idempotency_steps_total{${TABLE}}[$__rate_interval]))`, '{{result}}')],
       ),
     )
     .withRow(new RowBuilder('DynamoDB'))

@@ -78,8 +78,9 @@ describe('spans and counters', () => {
     expect(metricValue(after, 'dynamo_conditional_write_rejected_total', labels)).toBe(
       metricValue(before, 'dynamo_conditional_write_rejected_total', labels) + 2,
     );
-    expect(metricValue(after, 'idempotency_requests_total', { outcome: 'replayed' })).toBe(
-      metricValue(before, 'idempotency_requests_total', { outcome: 'replayed' }) + 2,
+    const replayed = { outcome: 'replayed', transport: 'http' };
+    expect(metricValue(after, 'idempotency_requests_total', replayed)).toBe(
+      metricValue(before, 'idempotency_requests_total', replayed) + 2,
     );
     expect(
       metricValue(after, 'idempotency_store_call_duration_seconds_count', {

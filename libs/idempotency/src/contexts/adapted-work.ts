@@ -21,6 +21,10 @@ export abstract class AdaptedWork implements ProtectedWork<unknown> {
 
   abstract execute(): Promise<unknown>;
 
+  get transport() {
+    return this.call.context.getType<'http' | 'rpc' | 'graphql' | 'method'>();
+  }
+
   describe() {
     return this.describer.describe(this.call, this.adapter);
   }
@@ -42,8 +46,7 @@ export abstract class AdaptedWork implements ProtectedWork<unknown> {
   }
 
   origin() {
-    const transport = this.call.context.getType<'http' | 'rpc' | 'graphql' | 'method'>();
-    return { transport, operation: this.adapter.operation(this.call), mode: this.call.route.mode };
+    return { transport: this.transport, operation: this.adapter.operation(this.call), mode: this.call.route.mode };
   }
 
   /** The response as the handler left it (HTTP), for what is stored. */

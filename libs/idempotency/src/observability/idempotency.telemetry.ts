@@ -23,7 +23,11 @@ export interface SweepFindings {
  * their PromQL against this). A histogram is exported as `_bucket`, `_count` and `_sum` series.
  */
 export const METRICS = {
-  requests: { name: 'idempotency_requests_total', kind: 'counter', help: 'Protected calls, by table and outcome' },
+  requests: {
+    name: 'idempotency_requests_total',
+    kind: 'counter',
+    help: 'Protected calls, by table, outcome and transport',
+  },
   conditionalWriteRejected: {
     name: 'dynamo_conditional_write_rejected_total',
     kind: 'counter',
@@ -122,7 +126,7 @@ export class IdempotencyTelemetry {
   private readonly duplicateReexecution: CountedSeriesEntry;
   private readonly completionRace: CountedSeriesEntry;
   private readonly renewalRefused: CountedSeriesEntry;
-  /** The per-request series of this table, each looked up once (by the label's value). */
+  /** The per-request series of this table, each looked up once (by the labels' values). */
   private readonly requestSeries = new Map<string, CountedSeriesEntry>();
   private readonly lookupSeries = new Map<string, CountedSeriesEntry>();
   private readonly stepSeries = new Map<string, CountedSeriesEntry>();
@@ -164,7 +168,14 @@ export class IdempotencyTelemetry {
 
   /** Counts a protected call's outcome, and publishes it as an outcome event when `call` carries a report. */
   request(outcome: RequestOutcome, call?: ReportedCall, statusCode?: number): void {
-    this.tableSeries(this.requests, this.requestSeries, 'outcome', outcome).value++;
+    const transport = call?.transport ?? 'function';
+    const key = `${outcome}\0${transport}`;
+    let entry = this.requestSeries.get(key);
+    if (!entry) {
+      const labels = { ...this.labels, outcome, transport };
+      this.requestSeries.set(key, (entry = this.requests.series(`${this.table ?? ''}\0${key}`, labels)));
+    }
+    entry.value++;
     this.outcomes.publish(outcome, call, statusCode);
   }
 

@@ -20,6 +20,8 @@ export interface CallReport {
 
 /** The part of a call an outcome event reads. */
 export interface ReportedCall {
+  /** How the call came in (`idempotency_requests_total`'s `transport`); `function` when unsaid. */
+  transport?: IdempotencyOutcomeEvent['transport'];
   recordKey?: string;
   partition?: string;
   mode?: IdempotencyOutcomeEvent['mode'];

@@ -46,6 +46,7 @@ export function functionWork<T>(
     execute: async (context) => fn(context!),
     capture: storedTypedResult,
     replay: (stored) => replayedBody(stored) as T,
+    transport: options.transport ?? 'function',
     origin: () => ({ transport: options.transport ?? 'function', operation: `fn ${operation}` }),
   };
 }

@@ -116,6 +116,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       clockSkewSeconds: policy.clockSkewSeconds,
       mode: policy.mode,
       steps: undefined, // set by its journal: every call has the same shape
+      transport: undefined, // its work's, set when it is run
     };
     const deadline = invocationDeadlineSeconds();
     if (deadline !== undefined) call.deadline = deadline;
@@ -150,6 +151,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       const described = work.describe();
       call = described instanceof Promise ? await described : described;
       if (!call) return await work.execute();
+      call.transport = work.transport;
       if (report) call.report = report;
       const acquired =
         call.mode === 'optimistic'
@@ -166,7 +168,9 @@ export class IdempotencyService implements OnApplicationShutdown {
         this.flights.forget(call.recordKey, acquired.flight);
       }
     } catch (error) {
-      if (error instanceof IdempotencyError) this.telemetry.request(error.outcome, call ?? { report });
+      if (error instanceof IdempotencyError) {
+        this.telemetry.request(error.outcome, call ?? { report, transport: work.transport });
+      }
       throw error;
     }
   }

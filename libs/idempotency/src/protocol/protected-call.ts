@@ -2,7 +2,7 @@ import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.rec
 import { CallPolicy, CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from './idempotency-context';
 import type { CallReport } from '../observability/outcome-events';
-import type { BatchTransport } from '../errors/outcomes';
+import type { BatchTransport, IdempotencyOutcomeEvent } from '../errors/outcomes';
 
 export type { CallSettings } from '../options/route-settings';
 
@@ -38,6 +38,8 @@ export interface ProtectedCall extends CallPolicy {
   deadline?: number;
   /** Where the call came from and when, for its outcome event: set only while someone listens (`OutcomeEvents`). */
   report?: CallReport;
+  /** How the call came in, for `idempotency_requests_total` (its work's `transport`). */
+  transport?: IdempotencyOutcomeEvent['transport'];
   /** Its steps as its owner runs them (`StepJournal`): set once the key is claimed. */
   steps?: StepLedger;
 }
@@ -60,6 +62,8 @@ export function leaseSecondsAt(call: Pick<ProtectedCall, 'leaseSeconds' | 'deadl
 
 /** How one kind of caller (HTTP, RPC, a function) plugs into the protocol. */
 export interface ProtectedWork<T> {
+  /** How the call came in (`http`, `rpc`, `function`, `method`, a batch's source): a label of its metrics. */
+  readonly transport?: IdempotencyOutcomeEvent['transport'];
   /** The call, or undefined to run without protection (an optional key that is absent). May throw key errors. */
   describe(): ProtectedCall | undefined | Promise<ProtectedCall | undefined>;
   /** Runs the work once; as the key's owner, with a context bound to its claim. */
