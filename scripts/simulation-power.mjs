@@ -225,6 +225,17 @@ const CATALOGUE = [
     what: "§1 a provider method is called as written, as if Nest's pipeline protected it",
     edits: [['decorators/idempotent-method.ts', 'if (throughPipeline) return', 'if (throughPipeline || true) return']],
   },
+  {
+    id: 'batch-order',
+    what: '§2 a batch goes on past a failed record: a FIFO group or a stream runs out of order',
+    edits: [
+      [
+        'lambda/batch-processor.ts',
+        'for (const each of rest) this.failed.add(each);\n      return;',
+        'for (const each of rest) this.failed.add(each);\n      continue;',
+      ],
+    ],
+  },
 ];
 
 const seeds = Array.from({ length: Number(process.env.SEEDS ?? 3) }, (_, i) => i + 1);
