@@ -60,12 +60,12 @@ describe.each(STORES)('generated batches on the %s store', (store) => {
   });
 
   async function service(): Promise<IdempotencyService> {
-    let options = {};
+    let options: object = { repository: new InMemoryIdempotencyRepository() };
     if (endpoint) {
       const tableName = uniqueTableName('batches');
       await createIdempotencyTable(localClient(endpoint), tableName);
       options = { client: localClient(endpoint), tableName };
-    } else options = { repository: new InMemoryIdempotencyRepository() };
+    }
     const moduleRef = await Test.createTestingModule({
       imports: [IdempotencyModule.forRoot({ ...options, replayCache: { enabled: false } })],
     }).compile();
