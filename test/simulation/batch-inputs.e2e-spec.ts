@@ -6,6 +6,7 @@ import { BatchRecord, KinesisRecordLike, processBatch } from 'nestjs-dynamodb-id
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
 import { createIdempotencyTable } from '../support/table';
+import { INPUT_RUNS, INPUT_SEED } from './inputs';
 
 /**
  * `processBatch`'s inputs, generated: batches of SQS (standard and FIFO) and Kinesis records in several message
@@ -14,8 +15,8 @@ import { createIdempotencyTable } from '../support/table';
  * until nothing is reported. Checked on every run: every message ran exactly once, a FIFO group's messages ran in the
  * group's order, a stream's in the stream's order.
  */
-const runs = Number(process.env.SIMULATION_INPUT_RUNS ?? 60);
-const seed = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);
+const runs = INPUT_RUNS;
+const seed = INPUT_SEED;
 
 type Kind = 'sqs' | 'sqs-fifo' | 'kinesis';
 

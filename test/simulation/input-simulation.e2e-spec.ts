@@ -22,7 +22,7 @@ import { Engine, ENGINES, startStore } from '../support/engines';
 import { countCalls } from '../support/call-counter';
 import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
-import { jsonMeaning, NotJson, TrackedRejection } from './inputs';
+import { INPUT_RUNS, INPUT_SEED, jsonMeaning, NotJson, TrackedRejection } from './inputs';
 
 /**
  * The inputs a feature accepts, generated (the seams the protocol simulation's fixed handler never reaches): step
@@ -34,8 +34,8 @@ import { jsonMeaning, NotJson, TrackedRejection } from './inputs';
  * On the in-memory store, on dynalite and on DynamoDB Local when the suite runs it (DynamoDB's item-size rule and its
  * map keys).
  */
-const runs = Number(process.env.SIMULATION_INPUT_RUNS ?? 60);
-const seed = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);
+const runs = INPUT_RUNS;
+const seed = INPUT_SEED;
 
 /** Step names as applications build them from data. */
 const stepName = fc.oneof(

@@ -67,3 +67,7 @@ export class TrackedRejection extends Promise<never> {
     return super.then(onFulfilled, onRejected);
   }
 }
+
+/** The input simulations' budget per property (`SIMULATION_INPUT_RUNS`, default 60) and seed (`SIMULATION_SEED`). */
+export const INPUT_RUNS = Number(process.env.SIMULATION_INPUT_RUNS ?? 60);
+export const INPUT_SEED = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);

@@ -16,7 +16,7 @@ import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { Engine, ENGINES, startStore } from '../support/engines';
 import { CapturedLogs } from '../support/logs';
 import { createIdempotencyTable } from '../support/table';
-import { jsonMeaning, NotJson } from './inputs';
+import { INPUT_RUNS, INPUT_SEED, jsonMeaning, NotJson } from './inputs';
 
 /**
  * What `@Idempotent()` on a provider method accepts, generated: the values its key function returns (text of any
@@ -26,8 +26,8 @@ import { jsonMeaning, NotJson } from './inputs';
  * per key, and a second call gets the first one's answer exactly when it is the same call as JSON says it, else a
  * mismatch.
  */
-const runs = Number(process.env.SIMULATION_INPUT_RUNS ?? 60);
-const seed = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);
+const runs = INPUT_RUNS;
+const seed = INPUT_SEED;
 
 interface Message {
   key: unknown;

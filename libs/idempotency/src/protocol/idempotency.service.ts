@@ -4,7 +4,6 @@ import { IdempotencyError, IdempotencyInFlightError, IdempotencyMismatchError } 
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
-import { callPolicy } from '../options/route-settings';
 import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { StoreReadiness } from '../startup/store-readiness';
@@ -12,11 +11,18 @@ import { CallTracking } from './call-tracking';
 import { replayOf } from './completed-response';
 import { IdempotencyContext } from './idempotency-context';
 import { functionWork } from './function-work';
-import { heldByInvocation, invocationDeadlineSeconds } from './invocation-deadline';
+import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
-import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
+import {
+  CallSettings,
+  ExecuteOptions,
+  protectedCall,
+  ProtectedCall,
+  ProtectedWork,
+  retryAfterSeconds,
+} from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { FlightTaken, localOwner, SingleFlight, WonClaim, wonClaim } from './single-flight';
 
@@ -103,24 +109,7 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
-    const policy = callPolicy(settings, this.options);
-    const call: ProtectedCall = {
-      recordKey,
-      partition: settings.partition,
-      fingerprint,
-      leaseSeconds: policy.leaseSeconds,
-      maxLeaseSeconds: policy.maxLeaseSeconds,
-      retryAfterSeconds: policy.retryAfterSeconds,
-      ttlSeconds: policy.ttlSeconds,
-      waitMs: policy.waitMs,
-      clockSkewSeconds: policy.clockSkewSeconds,
-      mode: policy.mode,
-      steps: undefined, // set by its journal: every call has the same shape
-      transport: undefined, // its work's, set when it is run
-    };
-    const deadline = invocationDeadlineSeconds();
-    if (deadline !== undefined) call.deadline = deadline;
-    return call;
+    return protectedCall(recordKey, fingerprint, settings, this.options);
   }
 
   /**
@@ -168,9 +157,8 @@ export class IdempotencyService implements OnApplicationShutdown {
         this.flights.forget(call.recordKey, acquired.flight);
       }
     } catch (error) {
-      if (error instanceof IdempotencyError) {
-        this.telemetry.request(error.outcome, call ?? { report, transport: work.transport });
-      }
+      const counted = call ?? { report, transport: work.transport };
+      if (error instanceof IdempotencyError) this.telemetry.request(error.outcome, counted);
       throw error;
     }
   }

@@ -1,5 +1,7 @@
 import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
-import { CallPolicy, CallSettings } from '../options/route-settings';
+import { CallPolicy, callPolicy, CallSettings } from '../options/route-settings';
+import { ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { invocationDeadlineSeconds } from './invocation-deadline';
 import type { IdempotencyContext } from './idempotency-context';
 import type { CallReport } from '../observability/outcome-events';
 import type { BatchTransport, IdempotencyOutcomeEvent } from '../errors/outcomes';
@@ -97,4 +99,34 @@ export interface ProtectedWork<T> {
 export function retryAfterSeconds(call: ProtectedCall, owner: IdempotencyRecord, nowSeconds: number): number {
   const takeover = Math.floor(owner.expiresAt + call.clockSkewSeconds) + 1;
   return Math.max(1, Math.min(call.retryAfterSeconds, takeover - nowSeconds));
+}
+
+/**
+ * A call with its settings filled from the module's options (`IdempotencyService.call`), inside a Lambda invocation
+ * with its deadline. Every call has the same shape: the fields set later (its steps, its transport) start undefined.
+ */
+export function protectedCall(
+  recordKey: string,
+  fingerprint: string,
+  settings: CallSettings & { partition?: string },
+  options: ResolvedIdempotencyOptions,
+): ProtectedCall {
+  const policy = callPolicy(settings, options);
+  const call: ProtectedCall = {
+    recordKey,
+    partition: settings.partition,
+    fingerprint,
+    leaseSeconds: policy.leaseSeconds,
+    maxLeaseSeconds: policy.maxLeaseSeconds,
+    retryAfterSeconds: policy.retryAfterSeconds,
+    ttlSeconds: policy.ttlSeconds,
+    waitMs: policy.waitMs,
+    clockSkewSeconds: policy.clockSkewSeconds,
+    mode: policy.mode,
+    steps: undefined, // set by its journal
+    transport: undefined, // its work's, set when it is run
+  };
+  const deadline = invocationDeadlineSeconds();
+  if (deadline !== undefined) call.deadline = deadline;
+  return call;
 }
