@@ -1,4 +1,3 @@
-import { ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
@@ -7,17 +6,9 @@ import { DynamoDbIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
+import { ScriptProcess, startScript } from '../support/script-process';
 import { describeWithRedis, Redis as RedisServer, startRedis } from '../support/redis';
 import { createIdempotencyTable } from '../support/table';
-
-const ROOT = join(__dirname, '../..');
-
-interface Worker {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<void>;
-  kill(): Promise<void>;
-}
 
 /**
  * `@Idempotent()` on a BullMQ processor's `process(job)` (`@nestjs/bullmq`, a real Redis), with the workers in
@@ -30,7 +21,7 @@ describeWithRedis('@Idempotent() on a BullMQ processor, two worker processes', (
   let endpoint: string;
   let stopStore: () => Promise<void>;
   let effects: Redis;
-  const workers: Worker[] = [];
+  const workers: ScriptProcess[] = [];
   const queues: Queue[] = [];
 
   beforeAll(async () => {
@@ -64,29 +55,8 @@ describeWithRedis('@Idempotent() on a BullMQ processor, two worker processes', (
     return { tableName, queue, start: (extra: Record<string, string> = {}) => startWorker({ ...env, ...extra }) };
   }
 
-  async function startWorker(env: Record<string, string>): Promise<Worker> {
-    const child = fork(join(ROOT, 'test/support/run-ts.cjs'), [join(__dirname, 'bullmq-worker.script.ts')], {
-      cwd: ROOT,
-      env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true', NODE_NO_WARNINGS: '1', ...env },
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    });
-    let output = '';
-    child.stdout!.on('data', (chunk) => (output += chunk));
-    child.stderr!.on('data', (chunk) => (output += chunk));
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    await new Promise<void>((resolve, reject) => {
-      child.once('message', () => resolve());
-      void exited.then(() => reject(new Error(`the worker exited before it was ready:\n${output}`)));
-    });
-    const worker: Worker = {
-      child,
-      output: () => output,
-      exited,
-      kill: async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-        await exited;
-      },
-    };
+  async function startWorker(env: Record<string, string>): Promise<ScriptProcess> {
+    const worker = await startScript(join(__dirname, 'bullmq-worker.script.ts'), env);
     workers.push(worker);
     return worker;
   }
