@@ -4,6 +4,8 @@ import { join } from 'node:path';
 /** A TypeScript script in a process of its own (a worker, a consumer), ready once it sent its first IPC message. */
 export interface ScriptProcess {
   child: ChildProcess;
+  /** Its first IPC message (what it says once ready: a port, a URL). */
+  ready: unknown;
   /** What it printed so far, stdout and stderr together. */
   output(): string;
   exited: Promise<void>;
@@ -24,12 +26,13 @@ export async function startScript(script: string, env: Record<string, string>): 
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    child.once('message', () => resolve());
+  const ready = await new Promise<unknown>((resolve, reject) => {
+    child.once('message', resolve);
     void exited.then(() => reject(new Error(`${script} exited before it was ready:\n${output}`)));
   });
   return {
     child,
+    ready,
     output: () => output,
     exited,
     kill: async () => {

@@ -4,6 +4,7 @@ import { DiscoveryModule } from '@nestjs/core';
 import { IdempotencyAdmin } from './admin/idempotency-admin';
 import { CallDescriber } from './contexts/call-describer';
 import { GraphqlContextAdapter } from './contexts/graphql.context';
+import { McpContextAdapter } from './contexts/mcp.context';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
 import { HttpContextAdapter } from './contexts/http.context';
 import { IdempotentMethodCalls } from './contexts/idempotent-method-calls';
@@ -108,6 +109,7 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,
+    McpContextAdapter,
     MethodContextAdapter,
     IdempotentMethodCalls,
     HandlerProbeInstaller,
@@ -128,6 +130,7 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,
+    McpContextAdapter,
     CallDescriber,
     IdempotencyAdmin,
   ],

@@ -11,6 +11,8 @@ import { ContextAdapter, InterceptedCall, ResponseState } from './context-adapte
 export abstract class AdaptedWork implements ProtectedWork<unknown> {
   /** In optimistic mode, the response's headers before the handler ran: a replay clears what the run added. */
   protected headersBefore?: string[];
+  /** The result answers the call without ending it (an MCP tool's `input_required`): never final. */
+  private interim = false;
 
   constructor(
     protected readonly call: InterceptedCall,
@@ -22,7 +24,7 @@ export abstract class AdaptedWork implements ProtectedWork<unknown> {
   abstract execute(): Promise<unknown>;
 
   get transport() {
-    return this.call.context.getType<'http' | 'rpc' | 'graphql' | 'method'>();
+    return this.adapter.transport ?? this.call.context.getType<'http' | 'rpc' | 'graphql' | 'method'>();
   }
 
   describe() {
@@ -30,6 +32,7 @@ export abstract class AdaptedWork implements ProtectedWork<unknown> {
   }
 
   capture(value: unknown): StoredResponse {
+    this.interim = this.adapter.interim?.(value) ?? false;
     return this.adapter.capture(value, this.call, this.responseState());
   }
 
@@ -38,6 +41,7 @@ export abstract class AdaptedWork implements ProtectedWork<unknown> {
   }
 
   isFinal(stored: StoredResponse, error?: unknown): boolean {
+    if (error === undefined && this.interim) return false;
     return this.storeIf(stored.statusCode, error);
   }
 

@@ -42,7 +42,7 @@ export class CallDescriber {
     }
     const operation = adapter.operation(call);
     const request = adapter.request(call);
-    const scope = this.scopeOf(call, request, operation);
+    const scope = this.scopeOf(call, request, operation, adapter.defaultScope);
     const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
     const record = recordKey(operation, scope, key);
     const settings = partition === undefined ? call.route : { ...call.route, partition };
@@ -89,9 +89,12 @@ export class CallDescriber {
     }
   }
 
-  /** The caller's scope (the route's function, else the module's), warning when authenticated callers share keys. */
-  private scopeOf(call: InterceptedCall, request: unknown, operation: string): string | undefined {
-    const scope: Scope | undefined = call.route.scope ?? this.options.scope;
+  /**
+   * The caller's scope (the route's function, else the module's, else the adapter's), warning when authenticated callers
+   * share keys.
+   */
+  private scopeOf(call: InterceptedCall, request: unknown, operation: string, fallback?: Scope): string | undefined {
+    const scope: Scope | undefined = call.route.scope ?? this.options.scope ?? fallback;
     const user = (request as { user?: unknown } | undefined)?.user;
     if (scope === undefined && user !== undefined && user !== null) this.warnUnscoped(call, operation);
     if (!scope) return undefined;

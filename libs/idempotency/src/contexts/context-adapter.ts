@@ -1,6 +1,6 @@
 import { ExecutionContext } from '@nestjs/common';
 import { IdempotencyError } from '../errors/idempotency.errors';
-import { IdempotentOptions } from '../options/idempotency.options';
+import { IdempotentOptions, Scope } from '../options/idempotency.options';
 import { StoredResponse } from '../repository/idempotency.record';
 
 /** One call of a protected handler: its execution context and the settings of its route. */
@@ -23,6 +23,10 @@ export interface ResponseState {
  * type under `contexts/`; the interceptor picks the adapter and runs the protocol the same way for all.
  */
 export interface ContextAdapter {
+  /** Its `transport` in metrics and outcome events, when not its `getType()` (an MCP tool is an RPC call). */
+  readonly transport?: 'mcp';
+  /** The scope when neither the route nor the module sets one (an MCP tool: its caller's principal). */
+  defaultScope?: Scope;
   /** Where the call applies (`POST /orders`, `RPC "pattern"`, `GraphQL Mutation.pay`): part of its record key. */
   operation(call: InterceptedCall): string;
   /** The caller's key, undefined when there is none; throws `IdempotencyKeyInvalidError` for a malformed one. */
@@ -59,4 +63,11 @@ export interface ContextAdapter {
   replay(stored: StoredResponse, call: InterceptedCall, headersBefore?: string[]): unknown;
   /** A protocol error (409, 422, 503 …) as this execution type's clients receive it. */
   problem(error: IdempotencyError, call: InterceptedCall): Error;
+  /** A protocol error as a result rather than an error, where clients read results (an MCP tool's `isError`). */
+  problemResult?(error: IdempotencyError, call: InterceptedCall): unknown;
+  /**
+   * A result that answers the call without ending it (an MCP tool's `input_required`): not stored, the key released
+   * with its steps, so that the call sent again goes on where it stopped.
+   */
+  interim?(value: unknown): boolean;
 }

@@ -13,6 +13,7 @@ import { ContextAdapter, InterceptedCall } from './context-adapter';
 import { GraphqlContextAdapter } from './graphql.context';
 import { runHandler } from './handler-run';
 import { HttpContextAdapter } from './http.context';
+import { isMcpToolCall, McpContextAdapter } from './mcp.context';
 import { RpcContextAdapter } from './rpc.context';
 
 /**
@@ -43,9 +44,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     http: HttpContextAdapter,
     rpc: RpcContextAdapter,
     graphql: GraphqlContextAdapter,
+    mcp: McpContextAdapter,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {
-    this.adapters = { http, rpc, graphql };
+    this.adapters = { http, rpc, graphql, mcp };
   }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
@@ -54,7 +56,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (marked[INTERCEPTED]) return next.handle();
     marked[INTERCEPTED] = true;
     const route = this.routeOptions(context);
-    const adapter = route && this.adapters[context.getType<string>()];
+    const adapter = route && this.adapters[isMcpToolCall(context) ? 'mcp' : context.getType<string>()];
     if (!route || !adapter) return next.handle();
     return this.protect({ context, route }, adapter, next);
   }
@@ -86,11 +88,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
       };
       this.service.run(work).then(
         (value) => settled({ value }),
-        (error) => settled({ error: error instanceof IdempotencyError ? adapter.problem(error, call) : error }),
+        (error) => settled(error instanceof IdempotencyError ? problemAnswer(error, call, adapter) : { error }),
       );
       return () => answer.abandon();
     });
   }
+}
+
+/** A protocol error as the client gets it: an error, or a result where its clients read results (MCP tools). */
+function problemAnswer(error: IdempotencyError, call: InterceptedCall, adapter: ContextAdapter): Answer {
+  return adapter.problemResult
+    ? { value: adapter.problemResult(error, call) }
+    : { error: adapter.problem(error, call) };
 }
 
 /** One intercepted call: the handler runs through the interceptor's `next.handle()`, its client answered as it goes. */

@@ -2,6 +2,7 @@ import { applyDecorators, UseFilters, UseInterceptors } from '@nestjs/common';
 import { IdempotencyExceptionFilter } from '../contexts/idempotency-exception.filter';
 import { IdempotencyInterceptor } from '../contexts/idempotency.interceptor';
 import { IdempotentMethodOptions, IdempotentOptions } from '../options/idempotency.options';
+import { hintIdempotent } from '../contexts/mcp-results';
 import { protectMethodCalls } from './idempotent-method';
 import { IdempotentRoute } from './idempotent-route.metadata';
 
@@ -32,7 +33,10 @@ export function Idempotent(
 ): MethodDecorator & ClassDecorator {
   return applyDecorators(
     (target: object, name?: string | symbol, descriptor?: PropertyDescriptor) => {
-      if (name !== undefined && descriptor) protectMethodCalls(target, name, descriptor);
+      if (name === undefined || !descriptor) return;
+      protectMethodCalls(target, name, descriptor);
+      // Once the class is defined (every decorator of it has run, whatever their order): an MCP tool says it is idempotent.
+      queueMicrotask(() => hintIdempotent((target as Record<string | symbol, Function>)[name]));
     },
     IdempotentRoute(options as IdempotentOptions),
     UseInterceptors(IdempotencyInterceptor),

@@ -167,10 +167,10 @@ export type BatchTransport = 'sqs' | 'kinesis' | 'dynamodb-streams';
 export interface IdempotencyOutcomeEvent {
   outcome: OutcomeEventName;
   /**
-   * How the call came in: an HTTP route, a GraphQL mutation, a message handler, `IdempotencyService.execute`, a
-   * provider's `@Idempotent()` method, a record of a Lambda batch (`processBatch`).
+   * How the call came in: an HTTP route, a GraphQL mutation, a message handler, an MCP tool, `IdempotencyService.execute`,
+   * a provider's `@Idempotent()` method, a record of a Lambda batch (`processBatch`).
    */
-  transport: 'http' | 'graphql' | 'rpc' | 'function' | 'method' | BatchTransport;
+  transport: 'http' | 'graphql' | 'rpc' | 'mcp' | 'function' | 'method' | BatchTransport;
   /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`, `OrdersConsumer.handle`. */
   operation: string;
   /** The record key (hashed: never the client's key); absent when the call has none (a missing key). */

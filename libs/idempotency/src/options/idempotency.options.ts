@@ -138,6 +138,17 @@ export type PartitionKeyValue = string | ((context: ExecutionContext, request?: 
  */
 export type Scope = ((context: ExecutionContext, request?: any) => string | number | undefined) | false;
 
+/** Where an MCP tool call's key may be: its key argument, its `_meta` (`idempotency-key`), the HTTP request's header. */
+export type McpKeySource = 'argument' | 'meta' | 'header';
+
+/** How an `@Idempotent()` MCP tool reads its key and answers a replay. */
+export interface McpToolOptions {
+  /** Where the key is looked for, in order; the first found is the key. Default `['argument', 'meta', 'header']`. */
+  keySources?: McpKeySource[];
+  /** A replay's content starts with one line of text saying it is a replay (its `_meta` always says so). Default false. */
+  replayText?: boolean;
+}
+
 /** Per-route options of `@Idempotent()`. */
 /** How a call protects its key: claimed before the work (`lease`), or stored once after it (`optimistic`). */
 export type IdempotencyMode = 'lease' | 'optimistic';
@@ -178,9 +189,12 @@ export interface IdempotentOptions {
   storeIf?: StoreIf;
   /**
    * GraphQL mutations: take the key from an argument (`{ arg: 'input.requestId' }`, a dotted path into the field's
-   * arguments) instead of the `Idempotency-Key` header.
+   * arguments) instead of the `Idempotency-Key` header. MCP tools: the argument that carries the key (default
+   * `idempotencyKey`).
    */
   keyFrom?: { arg: string };
+  /** MCP tools (`@rekog/mcp-nest`): where the key is looked for, and how a replay reads (docs/mcp.md). */
+  mcp?: McpToolOptions;
   /**
    * A stable operation name (`'orders.create'`), used in the record key and the fingerprint instead of the route
    * template, so that a retry through a refactored path or another version prefix still replays. Default: the route.

@@ -69,6 +69,7 @@ export function validateCallSettings(
     name?: unknown;
     partitionKeyValue?: unknown;
     mode?: unknown;
+    mcp?: unknown;
   },
   where: string,
   clockSkewSeconds?: number,
@@ -106,6 +107,7 @@ export function validateCallSettings(
       `${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`,
     );
   }
+  mcpOption(settings.mcp, where);
   if (storeIf !== undefined && typeof storeIf !== 'function') {
     throw new Error(
       `${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`,
@@ -113,6 +115,23 @@ export function validateCallSettings(
   }
   if (waitMs !== undefined && !(typeof waitMs === 'number' && Number.isFinite(waitMs) && waitMs >= 0)) {
     throw new Error(`${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`);
+  }
+}
+
+const MCP_KEY_SOURCES = ['argument', 'meta', 'header'];
+
+function mcpOption(mcp: unknown, where: string): void {
+  const sources = (mcp as { keySources?: unknown } | undefined)?.keySources;
+  if (sources === undefined) return;
+  if (
+    !Array.isArray(sources) ||
+    sources.length === 0 ||
+    sources.some((source) => !MCP_KEY_SOURCES.includes(source as string))
+  ) {
+    throw new Error(
+      `${where}: idempotency option mcp.keySources must be a non-empty list of 'argument', 'meta' and 'header', got ` +
+        JSON.stringify(sources),
+    );
   }
 }
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { interceptorsInside } from '../contexts/handler-probe.installer';
+import { MCP_TOOL_METADATA } from '../contexts/mcp-results';
 import { IdempotentOptions } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { validateCallSettings } from '../options/option-checks';
@@ -70,8 +71,10 @@ export class IdempotentRoutesCheck implements OnModuleInit {
         return [(error as Error).message];
       }
       this.warnIfOnePartition(where, options);
-      if (options.keyFrom && !isGraphqlMutation(handler)) {
-        return [`${where}: keyFrom: { arg } reads a GraphQL mutation's arguments; use key: (request) => … here`];
+      if (options.keyFrom && !isGraphqlMutation(handler) && !Reflect.hasMetadata(MCP_TOOL_METADATA, handler)) {
+        return [
+          `${where}: keyFrom: { arg } reads a GraphQL mutation's or an MCP tool's arguments; use key: (request) => … here`,
+        ];
       }
       return [];
     });
