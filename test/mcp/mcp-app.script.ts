@@ -32,14 +32,34 @@ class PaymentTools {
     name: 'pay',
     description: 'Pays an amount once per idempotency key.',
     // Optional in the schema, so that a key may also come in _meta or the Idempotency-Key header.
-    parameters: z.object({ idempotencyKey: idempotencyKey.optional(), amount: z.number(), delayMs: z.number().optional() }),
+    parameters: z.object({
+      idempotencyKey: idempotencyKey.optional(),
+      amount: z.number(),
+      delayMs: z.number().optional(),
+    }),
   })
   @Idempotent({ waitMs: 10_000 })
   async pay(@Payload() args: { amount: number; delayMs?: number }) {
     if (args.delayMs) await sleep(args.delayMs);
     const paymentId = randomUUID();
     effect(`pay ${args.amount} ${paymentId}`);
-    return { content: [{ type: 'text', text: `Paid ${args.amount} (${paymentId}).` }], structuredContent: { paymentId } };
+    return {
+      content: [{ type: 'text', text: `Paid ${args.amount} (${paymentId}).` }],
+      structuredContent: { paymentId },
+    };
+  }
+
+  /** Books a seat; a duplicate that comes while the first runs is answered in-flight at once (no waitMs). */
+  @Tool({
+    name: 'book',
+    description: 'Books a seat once per idempotency key.',
+    parameters: z.object({ idempotencyKey, seat: z.string(), delayMs: z.number().optional() }),
+  })
+  @Idempotent()
+  async book(@Payload() args: { seat: string; delayMs?: number }) {
+    if (args.delayMs) await sleep(args.delayMs);
+    effect(`book ${args.seat}`);
+    return { seat: args.seat, bookedBy: process.pid };
   }
 
   /** Charges, asks the user (an elicitation, a multi round-trip request) where to ship, then ships. */

@@ -5,6 +5,7 @@ import { IdempotencyAdmin } from './admin/idempotency-admin';
 import { CallDescriber } from './contexts/call-describer';
 import { GraphqlContextAdapter } from './contexts/graphql.context';
 import { McpContextAdapter } from './contexts/mcp.context';
+import { OneTimeTokens } from './protocol/one-time-tokens';
 import { HandlerProbeInstaller } from './contexts/handler-probe.installer';
 import { HttpContextAdapter } from './contexts/http.context';
 import { IdempotentMethodCalls } from './contexts/idempotent-method-calls';
@@ -97,6 +98,7 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
         }),
     },
     IdempotencyContext,
+    OneTimeTokens,
     CallTracking,
     StoreReadiness,
     IdempotencyService,
@@ -122,6 +124,7 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     IdempotencyTelemetry,
     IdempotencyRepository,
     IdempotencyContext,
+    OneTimeTokens,
     IdempotencyService,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,

@@ -6,6 +6,8 @@ export type {
   IdempotencyMode,
   IdempotencyModuleOptions,
   IdempotentMethodOptions,
+  McpKeySource,
+  McpToolOptions,
   IdempotentOptions,
   Scope,
   StoreIf,
@@ -17,6 +19,8 @@ export { tickKey } from './keys/tick-key';
 export { IdempotentRoute } from './decorators/idempotent-route.metadata';
 export { IdempotencyService } from './protocol/idempotency.service';
 export { IdempotencyContext } from './protocol/idempotency-context';
+export { OneTimeTokens } from './protocol/one-time-tokens';
+export type { ConsumeOnceOptions } from './protocol/one-time-tokens';
 export { MAX_COMMIT_WRITES } from './repository/commit-write';
 export type { CommitWrite } from './repository/commit-write';
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
