@@ -60,6 +60,13 @@ async function main() {
         console.error(`FAIL ${consumer.name}: ${error.stack ?? error}`);
       }
     }
+    try {
+      await checkMcp(tarball, endpoint);
+      console.log('PASS mcp-tool');
+    } catch (error) {
+      failures += 1;
+      console.error(`FAIL mcp-tool: ${error.stack ?? error}`);
+    }
   } finally {
     dynalite.close();
   }
@@ -88,7 +95,7 @@ async function main() {
       console.error(`FAIL readme-five-minutes-${app.name}: ${error.stack ?? error}`);
     }
   }
-  console.log(`${consumers.length + 3 + FIVE_MINUTE_APPS.length - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 4 + FIVE_MINUTE_APPS.length - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -314,6 +321,43 @@ function checkOpenApi(tarball, nest) {
   run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
   const output = run(process.execPath, ['dist/main.js'], dir);
   if (!output.includes('openapi ok')) throw new Error(`the OpenAPI check said:\n${output}`);
+}
+
+/**
+ * The packed library beside @rekog/mcp-nest and the official MCP client in a fresh NestJS 12 app (ESM): one
+ * @Idempotent() tool called twice with one key (test/package/consumer-mcp.ts).
+ */
+async function checkMcp(tarball, endpoint) {
+  const dir = consumerProject('mcp-tool', { type: 'module' }, { module: 'nodenext', moduleResolution: 'nodenext' });
+  copyFileSync(join(root, 'test/package/consumer-mcp.ts'), join(dir, 'src/main.ts'));
+  console.log('mcp-tool: npm install');
+  installBeside(
+    dir,
+    tarball,
+    '@nestjs/common@^12.0.0',
+    '@nestjs/core@^12.0.0',
+    '@nestjs/microservices@^12.0.0',
+    '@nestjs/platform-express@^12.0.0',
+    '@rekog/mcp-nest@^2.0.5',
+    '@modelcontextprotocol/server@^2.4.0',
+    '@modelcontextprotocol/client@^2.4.0',
+    'zod@^4',
+  );
+  run(process.execPath, [join(dir, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+  // Run without blocking this process: the dynalite it talks to lives here.
+  const app = spawn(process.execPath, ['dist/main.js'], {
+    cwd: dir,
+    env: { ...process.env, DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: 'keys_mcp_tool' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  app.stdout.on('data', (chunk) => (output += chunk));
+  app.stderr.on('data', (chunk) => (output += chunk));
+  const timer = setTimeout(() => app.kill('SIGKILL'), 60_000);
+  const code = await new Promise((done) => app.once('exit', done));
+  clearTimeout(timer);
+  if (code !== 0) throw new Error(`the MCP check exited with ${code}:\n${output}`);
+  if (!output.includes('mcp ok')) throw new Error(`the MCP check said:\n${output}`);
 }
 
 async function checkConsumer(consumer, tarball, endpoint, port) {

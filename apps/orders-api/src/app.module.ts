@@ -1,3 +1,4 @@
+import { OrderTools } from './orders/order-tools';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
@@ -66,6 +67,7 @@ export class AppModule {
             HealthController,
             MetricsController,
             PaymentsConsumer,
+            OrderTools,
           ],
       providers: config.benchRoutes ? (config.benchTrackCalls ? [ContextUser] : []) : [OrdersRepository, PaymentsLink],
     };

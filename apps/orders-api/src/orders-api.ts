@@ -1,3 +1,4 @@
+import { McpStrategy, StreamableHttpTransport } from '@rekog/mcp-nest';
 import { AddressInfo, Server } from 'node:net';
 import { INestApplication, Logger } from '@nestjs/common';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
@@ -55,6 +56,12 @@ export async function startOrdersApi(
     transport: Transport.TCP,
     options: { host: '127.0.0.1', port: config.microservicePort },
   });
+  // The orders as an MCP tool (Streamable HTTP at /mcp), for agents.
+  if (!config.benchRoutes) {
+    const mcp = new McpStrategy({ name: 'orders-api', version: '1.0.0', transports: [new StreamableHttpTransport()] });
+    mcp.setHttpAdapter(app.getHttpAdapter());
+    app.connectMicroservice({ strategy: mcp });
+  }
   await app.startAllMicroservices();
   // Port 0 lets the system pick a free port; the one it picked is read back, never guessed beforehand.
   const microservice = { host: '127.0.0.1', port: (transport.unwrap<Server>().address() as AddressInfo).port };
