@@ -1,18 +1,17 @@
 import { INestApplication } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { Payload } from '@nestjs/microservices';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { McpController, McpStrategy, StreamableHttpTransport, Tool } from '@rekog/mcp-nest';
+import type { Client } from '@modelcontextprotocol/client';
+import { McpController, Tool } from '@rekog/mcp-nest';
 import fc from 'fast-check';
 import { z } from 'zod';
 import {
   Idempotent,
-  IdempotencyModule,
   IdempotencyModuleOptions,
   InMemoryIdempotencyRepository,
 } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { Engine, ENGINES, startStore } from '../support/engines';
+import { mcpClient, startMcpApp } from '../support/mcp';
 import { createIdempotencyTable } from '../support/table';
 import { INPUT_RUNS, INPUT_SEED, jsonMeaning } from './inputs';
 
@@ -98,26 +97,7 @@ describe.each(STORES)('generated MCP tool calls on the %s store', (store) => {
       await createIdempotencyTable(client, tableName);
       options = { client, tableName };
     }
-    for (let i = 0; i < 2; i++) {
-      const app = await NestFactory.create(
-        {
-          module: class McpInputsModule {},
-          imports: [IdempotencyModule.forRoot({ ...options, replayCache: { enabled: false } })],
-          controllers: [Tools],
-        },
-        { logger: false },
-      );
-      app.use((request: { headers: Record<string, string>; user?: unknown }, _response: unknown, next: () => void) => {
-        if (request.headers['x-user']) request.user = { sub: request.headers['x-user'] };
-        next();
-      });
-      const mcp = new McpStrategy({ name: 'inputs', version: '1.0.0', transports: [new StreamableHttpTransport()] });
-      mcp.setHttpAdapter(app.getHttpAdapter());
-      app.connectMicroservice({ strategy: mcp });
-      await app.startAllMicroservices();
-      await app.listen(0, '127.0.0.1');
-      apps.push(app);
-    }
+    apps.push(await startMcpApp(options, [Tools]), await startMcpApp(options, [Tools]));
   });
   afterAll(async () => {
     await Promise.all(clients.splice(0).map((client) => client.close()));
@@ -127,11 +107,7 @@ describe.each(STORES)('generated MCP tool calls on the %s store', (store) => {
 
   /** A client of app `i` sending `headers` (a fresh one per header set, as an agent's transport holds them). */
   async function clientOf(i: number, headers: Record<string, string>): Promise<Client> {
-    const { port } = apps[i].getHttpServer().address() as { port: number };
-    const client = new Client({ name: 'simulation', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { requestInit: { headers } }),
-    );
+    const client = await mcpClient(apps[i], headers);
     clients.push(client);
     return client;
   }
