@@ -4,11 +4,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import { McpController, Tool } from '@rekog/mcp-nest';
 import fc from 'fast-check';
 import { z } from 'zod';
-import {
-  Idempotent,
-  IdempotencyModuleOptions,
-  InMemoryIdempotencyRepository,
-} from 'nestjs-dynamodb-idempotency';
+import { Idempotent, IdempotencyModuleOptions, InMemoryIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { Dynalite, localClient, uniqueTableName } from '../support/dynalite';
 import { Engine, ENGINES, startStore } from '../support/engines';
 import { mcpClient, startMcpApp } from '../support/mcp';
