@@ -6,6 +6,8 @@ export const MCP_KEY_ARGUMENT = 'idempotencyKey';
 export const MCP_META_PREFIX = 'nestjs-dynamodb-idempotency/';
 /** `@rekog/mcp-nest`'s metadata key for a `@Tool()`'s options. */
 export const MCP_TOOL_METADATA = 'mcp:tool';
+/** Its metadata keys for the handlers that only read (`@Resource()`, `@ResourceTemplate()`, `@Prompt()`). */
+export const MCP_READS = ['mcp:resource', 'mcp:resource-template', 'mcp:prompt'];
 
 /** What `@rekog/mcp-nest`'s `McpContext` (the RPC context of a tool call) offers, read without importing it. */
 export interface McpToolCall {

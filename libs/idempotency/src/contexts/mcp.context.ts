@@ -52,9 +52,15 @@ export class McpContextAdapter implements ContextAdapter {
 
   missingKey({ route }: InterceptedCall): string {
     if (route.key) return 'This tool is idempotent; its key function found no key.';
+    const sources = route.mcp?.keySources ?? DEFAULT_SOURCES;
+    const where = sources.includes('argument')
+      ? `add the "${keyArgument(route)}" argument`
+      : sources.includes('meta')
+        ? 'send it in _meta as "idempotency-key"'
+        : `send it in the ${this.options.keyHeader} header`;
     return (
-      `This tool is idempotent and needs an idempotency key: add the "${keyArgument(route)}" argument, a new unique ` +
-      'value (a UUID) for each new action, and the same value when you retry that action.'
+      `This tool is idempotent and needs an idempotency key: ${where}, a new unique value (a UUID) for each new ` +
+      'action, and the same value when you retry that action.'
     );
   }
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit, RequestMethod } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { interceptorsInside } from '../contexts/handler-probe.installer';
-import { MCP_TOOL_METADATA } from '../contexts/mcp-results';
+import { MCP_READS, MCP_TOOL_METADATA } from '../contexts/mcp-results';
 import { IdempotentOptions } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { validateCallSettings } from '../options/option-checks';
@@ -97,6 +97,9 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     handler: Function,
     wrapper: InstanceWrapper,
   ): string | undefined {
+    if (MCP_READS.some((key) => Reflect.hasMetadata(key, handler))) {
+      return 'an MCP resource or prompt is a read, which needs no key; @Idempotent() protects MCP tools (@Tool())';
+    }
     if (Reflect.hasMetadata(MESSAGE_PATTERN_METADATA, handler)) return undefined;
     if (!Reflect.hasMetadata(METHOD_METADATA, handler)) {
       return 'not a route or message handler, so nothing would call it through the idempotency interceptor';
