@@ -4,7 +4,7 @@ import { Payload } from '@nestjs/microservices';
 import type { Client } from '@modelcontextprotocol/client';
 import { McpController, Tool } from '@rekog/mcp-nest';
 import { z } from 'zod';
-import { Idempotent } from 'nestjs-dynamodb-idempotency';
+import { Idempotent, IdempotencyOutcomeEvent } from 'nestjs-dynamodb-idempotency';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
@@ -13,6 +13,7 @@ import { createIdempotencyTable } from '../support/table';
 
 const PROBLEM = 'nestjs-dynamodb-idempotency/problem';
 let payments = 0;
+const events: IdempotencyOutcomeEvent[] = [];
 
 @McpController()
 class Tools {
@@ -32,9 +33,10 @@ interface ToolResult {
 
 /**
  * An MCP tool whose idempotency store throttles or cannot be reached (a proxy in front of the store): the model gets an
- * `isError` result that says nothing was done and when to retry with the same key, and the tool does not run.
+ * `isError` result that says nothing was done and when to retry with the same key, and the tool does not run. The
+ * outcome events say `transport: 'mcp'`.
  */
-describe('@Idempotent() MCP tool, the store throttled or unavailable', () => {
+describe('@Idempotent() MCP tool: the store throttled or unavailable, outcome events', () => {
   const engine = ENGINES.at(-1)!;
   let stopStore: () => Promise<void>;
   let proxy: FaultProxy;
@@ -47,7 +49,8 @@ describe('@Idempotent() MCP tool, the store throttled or unavailable', () => {
     const tableName = uniqueTableName('mcp_faults');
     await createIdempotencyTable(localClient(store.endpoint), tableName);
     proxy = await startFaultProxy(store.endpoint);
-    app = await startMcpApp({ client: localClient(proxy.endpoint), tableName }, [Tools]);
+    const onOutcome = (event: IdempotencyOutcomeEvent) => void events.push(event);
+    app = await startMcpApp({ client: localClient(proxy.endpoint), tableName, onOutcome }, [Tools]);
     client = await mcpClient(app);
   });
   afterAll(async () => {
@@ -78,5 +81,16 @@ describe('@Idempotent() MCP tool, the store throttled or unavailable', () => {
       retryAfterSeconds: expect.any(Number),
     });
     expect(payments).toBe(before);
+  });
+
+  it("outcome events say transport 'mcp' and name the tool", async () => {
+    const key = randomUUID();
+    events.length = 0;
+    await client.callTool({ name: 'pay', arguments: { idempotencyKey: key, amount: 2 } });
+    await client.callTool({ name: 'pay', arguments: { idempotencyKey: key, amount: 2 } });
+    expect(events.map(({ outcome, transport, operation }) => ({ outcome, transport, operation }))).toEqual([
+      { outcome: 'executed', transport: 'mcp', operation: 'MCP tool pay' },
+      { outcome: 'replayed', transport: 'mcp', operation: 'MCP tool pay' },
+    ]);
   });
 });
