@@ -4,7 +4,7 @@
 // - MODULE_CPU_STORE=memory (default): the in-memory store, against `/bench/floor-memory`'s interceptor;
 // - MODULE_CPU_STORE=dynamodb: the DynamoDB repository on a client whose HTTP handler answers `{}` at once (a new
 //   key's claim and completion), against `/bench/floor-intercepted`: a pass-through interceptor around the floor's
-//   two DocumentClient calls, the same client.
+//   two calls (the module's requests, sent by hand), the same client.
 // The app's metrics are registered as the demo's are. Rounds alternate after a warm-up (the JIT, and the in-memory
 // store filled to its bound). Figures are CPU µs per call, or, under `valgrind --tool=callgrind` with
 // MODULE_CPU_CALLGRIND=<its --callgrind-out-file>, thousands of instructions per call, which the machine's speed does
@@ -15,7 +15,7 @@ import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CallHandler, Controller, ExecutionContext, Injectable, Module, NestInterceptor, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host';
@@ -59,7 +59,7 @@ class BenchController {
 /** `/bench/floor-intercepted`: a pass-through interceptor around the floor's claim, the work, and its completion. */
 @Injectable()
 class DynamoFloorInterceptor implements NestInterceptor {
-  constructor(private readonly documents: DynamoDBDocumentClient) {}
+  constructor(private readonly client: DynamoDBClient) {}
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const { headers } = context.switchToHttp().getRequest<{ headers: Record<string, string> }>();
@@ -67,9 +67,9 @@ class DynamoFloorInterceptor implements NestInterceptor {
     return defer(async () => {
       const now = Math.floor(Date.now() / 1000);
       const claimToken = randomUUID();
-      await floorCalls.claim(this.documents, TABLE, pk, claimToken, now);
+      await floorCalls.claim(this.client, TABLE, pk, claimToken, now);
       const result = await lastValueFrom(next.handle());
-      await floorCalls.complete(this.documents, TABLE, pk, claimToken, now, result);
+      await floorCalls.complete(this.client, TABLE, pk, claimToken, now, result);
       return result;
     });
   }
@@ -162,8 +162,7 @@ async function main() {
   const app = await NestFactory.create(BenchModule, new ExpressAdapter(), { logger: false });
   await app.init();
   const module = app.get(IdempotencyInterceptor);
-  const floor =
-    STORE === 'memory' ? new MemoryFloorInterceptor() : new DynamoFloorInterceptor(DynamoDBDocumentClient.from(client));
+  const floor = STORE === 'memory' ? new MemoryFloorInterceptor() : new DynamoFloorInterceptor(client);
   await measure(module, WARM_UP_CALLS);
   await measure(floor, WARM_UP_CALLS);
   const runs = { module: [] as number[], floor: [] as number[] };

@@ -1,9 +1,8 @@
-// The SDK side of one new key, in-process and without a network: the floor route's two DocumentClient calls
-// against the module's repository (claim, complete), on one DynamoDB client whose HTTP handler answers `{}` at once.
+// The SDK side of one new key, in-process and without a network: the floor route's two calls (the module's requests,
+// sent by hand) against the module's repository (claim, complete), on one DynamoDB client whose HTTP handler answers `{}` at once.
 // Rounds alternate; prints JSON: CPU µs per new key, per round. Run by bench.mjs (after `npm run build`).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const { randomUUID } = require('node:crypto');
-const { DynamoDBDocumentClient } = require('@aws-sdk/lib-dynamodb');
 const { DynamoDbIdempotencyRepository } = require('../libs/idempotency/dist');
 const { instantClient } = require('./instant-client.cjs');
 const { floorCalls } = require('../dist/apps/orders-api/bench/floor-calls'); // the calls /bench/floor makes
@@ -11,7 +10,6 @@ const { floorCalls } = require('../dist/apps/orders-api/bench/floor-calls'); // 
 const ROUNDS = Number(process.env.ROUNDS ?? 9);
 const CALLS = Number(process.env.CALLS ?? 3000);
 const client = instantClient();
-const documents = DynamoDBDocumentClient.from(client);
 const repository = new DynamoDbIdempotencyRepository({ client, tableName: 't' });
 const response = { statusCode: 200, headers: {}, body: { ok: true, received: { item: 'book', quantity: 1 } } };
 
@@ -19,8 +17,8 @@ async function floor(i) {
   const pk = `POST /bench/floor#${i}`;
   const now = Math.floor(Date.now() / 1000);
   const claimToken = randomUUID();
-  await floorCalls.claim(documents, 't', pk, claimToken, now);
-  await floorCalls.complete(documents, 't', pk, claimToken, now, response.body);
+  await floorCalls.claim(client, 't', pk, claimToken, now);
+  await floorCalls.complete(client, 't', pk, claimToken, now, response.body);
 }
 
 async function module_(i) {

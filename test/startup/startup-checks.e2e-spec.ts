@@ -140,7 +140,7 @@ describe.each(PLATFORMS)('startup checks on %s', (platform) => {
     const app = await boot(platform, [], [KeyedByArgumentOnQueryResolver]);
     await app.close();
     await expect(boot(platform, [KeyFromOnRouteController])).rejects.toThrow(
-      /KeyFromOnRouteController\.create: keyFrom: \{ arg \} reads a GraphQL mutation's arguments/,
+      /KeyFromOnRouteController\.create: keyFrom: \{ arg \} reads a GraphQL mutation's or an MCP tool's arguments/,
     );
   });
 

@@ -1,54 +1,89 @@
-import { DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBClient, UpdateItemCommand, UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 
 /**
- * The floor's two DynamoDB calls, by hand through the DocumentClient: what the module needs for a new key and nothing
- * else. Used by `/bench/floor` and by `bench/repository-calls.cjs` (which measures the SDK side alone).
+ * The floor's two DynamoDB calls, by hand: exactly the requests the module sends for a new key on the default layout
+ * (`pk` alone) and nothing else, so that the floor is the floor for the module's calls. A test holds them equal to the
+ * module's own (test/http/floor-requests.spec.ts). Used by `/bench/floor`, and by `bench/repository-calls.cjs` and
+ * `bench/module-cpu.ts` (which measure the SDK side alone).
  */
-export const floorCalls = {
-  /** A conditional PutItem of the module's item shape: fails (ConditionalCheckFailedException) if the key is live. */
-  claim(documents: DynamoDBDocumentClient, tableName: string, pk: string, claimToken: string, now: number) {
-    return documents.send(
-      new PutCommand({
-        TableName: tableName,
-        Item: {
-          pk,
-          status: 'PENDING',
-          expires_at: now + 60,
-          claim_token: claimToken,
-          fingerprint: '-',
-          pending_since: now,
-        },
-        ConditionExpression: 'attribute_not_exists(pk) OR expires_at < :now',
-        ExpressionAttributeValues: { ':now': now },
-      }),
-    );
+const CLAIM_UPDATE =
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one';
+const CLAIM_CONDITION =
+  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+const COMPLETE_UPDATE = 'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now';
+const OWNED = '#status = :pending AND #token = :token';
+
+export const floorRequests = {
+  /** The claim: an `UpdateItem` that wins a new key (or resumes the same request) and returns the old item. */
+  claim(tableName: string, pk: string, claimToken: string, now: number, holder: string): UpdateItemCommandInput {
+    return {
+      TableName: tableName,
+      Key: { pk: { S: pk } },
+      UpdateExpression: CLAIM_UPDATE,
+      ConditionExpression: CLAIM_CONDITION,
+      ExpressionAttributeNames: {
+        '#status': 'status',
+        '#expires': 'expires_at',
+        '#token': 'claim_token',
+        '#fingerprint': 'fingerprint',
+        '#pending': 'pending_since',
+        '#holder': 'holder',
+        '#steps': 'steps',
+        '#response': 'response',
+        '#completed': 'completed_at',
+        '#renewed': 'renewed_at',
+        '#runs': 'runs',
+        '#pk': 'pk',
+      },
+      ExpressionAttributeValues: {
+        ':pending': { S: 'PENDING' },
+        ':failed': { S: 'FAILED' },
+        ':expiresAt': { N: String(now + 60) },
+        ':token': { S: claimToken },
+        ':fingerprint': { S: '-' },
+        ':now': { N: String(now) },
+        ':leaseCutoff': { N: String(now) },
+        ':noSteps': { M: {} },
+        ':one': { N: '1' },
+        ':holder': { S: holder },
+      },
+      ReturnValues: 'ALL_OLD',
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    };
   },
 
-  /** A conditional UpdateItem PENDING → COMPLETED with the response as JSON. */
-  complete(
-    documents: DynamoDBDocumentClient,
-    tableName: string,
-    pk: string,
-    claimToken: string,
-    now: number,
-    body: unknown,
-  ) {
-    return documents.send(
-      new UpdateCommand({
-        TableName: tableName,
-        Key: { pk },
-        UpdateExpression: 'SET #s = :completed, #r = :response, expires_at = :expiresAt, completed_at = :now',
-        ConditionExpression: '#s = :pending AND claim_token = :token',
-        ExpressionAttributeNames: { '#s': 'status', '#r': 'response' },
-        ExpressionAttributeValues: {
-          ':completed': 'COMPLETED',
-          ':pending': 'PENDING',
-          ':token': claimToken,
-          ':response': JSON.stringify({ statusCode: 200, headers: {}, body }),
-          ':expiresAt': now + 86_400,
-          ':now': now,
-        },
-      }),
-    );
+  /** The completion: a guarded `UpdateItem` PENDING → COMPLETED with the response as JSON text. */
+  complete(tableName: string, pk: string, claimToken: string, now: number, body: unknown): UpdateItemCommandInput {
+    return {
+      TableName: tableName,
+      Key: { pk: { S: pk } },
+      UpdateExpression: COMPLETE_UPDATE,
+      ConditionExpression: OWNED,
+      ExpressionAttributeNames: {
+        '#status': 'status',
+        '#response': 'response',
+        '#expires': 'expires_at',
+        '#completed': 'completed_at',
+        '#token': 'claim_token',
+      },
+      ExpressionAttributeValues: {
+        ':expiresAt': { N: String(now + 86_400) },
+        ':pending': { S: 'PENDING' },
+        ':token': { S: claimToken },
+        ':completed': { S: 'COMPLETED' },
+        ':response': { S: JSON.stringify({ statusCode: 200, headers: {}, body }) },
+        ':now': { N: String(now) },
+      },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+    };
+  },
+};
+
+export const floorCalls = {
+  claim(client: DynamoDBClient, tableName: string, pk: string, claimToken: string, now: number, holder = '-') {
+    return client.send(new UpdateItemCommand(floorRequests.claim(tableName, pk, claimToken, now, holder)));
+  },
+  complete(client: DynamoDBClient, tableName: string, pk: string, claimToken: string, now: number, body: unknown) {
+    return client.send(new UpdateItemCommand(floorRequests.complete(tableName, pk, claimToken, now, body)));
   },
 };
