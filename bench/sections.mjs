@@ -44,6 +44,25 @@ export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {
       (x) => x <= 1.05,
     );
   }
+  const newKey = find('new key every request');
+  goal(
+    'new key: `/bench/execute` CPU per request ÷ `/bench/powertools`',
+    ratio(newKey, '/bench/powertools', 'cpuMicrosPerRequest', '/bench/execute'),
+    '≤ 1.00',
+    (x) => x <= 1,
+  );
+  goal(
+    'new key: throughput ÷ `/bench/powertools`',
+    ratio(newKey, '/bench/powertools', 'rps'),
+    '≥ 0.95',
+    (x) => x >= 0.95,
+  );
+  goal(
+    'replays, cache on: CPU per request ÷ `/bench/powertools`',
+    ratio(find('replays, cache on'), '/bench/powertools', 'cpuMicrosPerRequest'),
+    '≤ 1.00',
+    (x) => x <= 1,
+  );
   const dynamo = moduleWork?.stores.find((result) => result.store === 'dynamodb');
   if (dynamo) {
     goal(
