@@ -52,4 +52,32 @@ describe('@Idempotent() on MCP handlers, at startup', () => {
     }
     await expect(start(Renamed).then((app) => app.close())).resolves.toBeUndefined();
   });
+
+  it('marks a tool idempotentHint: true whatever the decorator order, and keeps a hint the app set', async () => {
+    @McpController()
+    class Hinted {
+      @Tool({ name: 'below', description: 'd', parameters: z.object({}) })
+      @Idempotent()
+      below() {
+        return { content: [] };
+      }
+
+      @Idempotent()
+      @Tool({ name: 'above', description: 'd', parameters: z.object({}) })
+      above() {
+        return { content: [] };
+      }
+
+      @Tool({ name: 'own', description: 'd', parameters: z.object({}), annotations: { idempotentHint: false } })
+      @Idempotent()
+      own() {
+        return { content: [] };
+      }
+    }
+    await Promise.resolve(); // the hint is added once the class is defined
+    const hint = (name: 'below' | 'above' | 'own') =>
+      (Reflect.getMetadata('mcp:tool', Hinted.prototype[name]) as { annotations?: { idempotentHint?: boolean } })
+        .annotations?.idempotentHint;
+    expect([hint('below'), hint('above'), hint('own')]).toEqual([true, true, false]);
+  });
 });
