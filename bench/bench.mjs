@@ -14,7 +14,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { freePort } from '../scripts/free-port.mjs';
 import { startDelayProxy, LATENCY_MS } from './latency.mjs';
-import { capacitySection, goalsSection, latencySection, measureCapacity, stepsSection } from './sections.mjs';
+import {
+  capacitySection,
+  goalsSection,
+  latencySection,
+  measureCapacity,
+  stepsLatencySection,
+  stepsSection,
+} from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
 import { f0, f2, median, perRound, spreadOf } from './stats.mjs';
@@ -114,6 +121,7 @@ const ROUTES = [
   '/bench/floor-memory',
 ];
 const LATENCY = `first requests, ${LATENCY_MS} ms per DynamoDB call`;
+const STEPS_LATENCY = `first requests with steps, ${LATENCY_MS} ms per DynamoDB call`;
 const LATENCY_CONNECTIONS = Number(process.env.BENCH_LATENCY_CONNECTIONS ?? 4);
 const OURS = '/bench/idempotent';
 /** As many records as the in-memory store keeps by default (`maxRecords`), and the in-memory floor as many. */
@@ -382,6 +390,16 @@ async function measure(endpoint, name, first) {
     app.stop();
     await proxy.stop();
   }
+  if (!ONLY || ONLY.test(STEPS_LATENCY)) {
+    // The same, for first requests with 0, 1 and 3 recovery points (n + 2 calls) against Powertools, in an app whose
+    // steps routes inject IdempotencyContext (BENCH_STEPS=1).
+    const proxy = await startDelayProxy(endpoint);
+    const app = await startApp(proxy.endpoint, { IDEMPOTENCY_REPLAY_CACHE: '1', BENCH_STEPS: '1' });
+    const routes = [OURS, '/bench/steps1', '/bench/steps3', '/bench/powertools'];
+    results.push(await interleaved(app, STEPS_LATENCY, 'fresh', routes, LATENCY_CONNECTIONS, false));
+    app.stop();
+    await proxy.stop();
+  }
   return results.filter(Boolean);
 }
 
@@ -505,7 +523,7 @@ function verdict({ min, max }, higherIsBetter) {
 }
 
 function report(allResults, sdkSide, capacity, moduleWork) {
-  const results = allResults.filter((result) => result.scenario !== LATENCY);
+  const results = allResults.filter((result) => result.scenario !== LATENCY && result.scenario !== STEPS_LATENCY);
   const find = (scenario) => allResults.find((result) => result.scenario === scenario);
   const rows = results.flatMap((result) =>
     Object.entries(result.runs).map(([route, runs]) => {
@@ -652,7 +670,9 @@ ${goals}
 
 ${moduleWorkSection(moduleWork)}
 
-${latencySection(find(LATENCY), { LATENCY_MS, LATENCY_CONNECTIONS })}
+${latencySection(find(LATENCY), { LATENCY_MS, LATENCY_CONNECTIONS, store: STORE_NAMES[STORES[0]] })}
+
+${stepsLatencySection(find(STEPS_LATENCY), { LATENCY_MS })}
 
 ${capacitySection(capacity)}
 

@@ -165,7 +165,7 @@ above the floor's own ratio.`;
 }
 
 /** p50 and p99 of first requests per route, with every DynamoDB call delayed. */
-export function latencySection(result, { LATENCY_MS, LATENCY_CONNECTIONS }) {
+export function latencySection(result, { LATENCY_MS, LATENCY_CONNECTIONS, store }) {
   if (!result) return '';
   const rows = Object.entries(result.runs).map(([route, runs]) => {
     const p50 = spreadOf(runs.map((run) => run.p50));
@@ -175,7 +175,7 @@ export function latencySection(result, { LATENCY_MS, LATENCY_CONNECTIONS }) {
   });
   return `## Latency of a first request (every DynamoDB call ${LATENCY_MS} ms)
 
-A proxy in front of dynalite holds every DynamoDB call ${LATENCY_MS} ms (\`BENCH_LATENCY_MS\`), about a same-Region round
+A proxy in front of ${store} holds every DynamoDB call ${LATENCY_MS} ms (\`BENCH_LATENCY_MS\`), about a same-Region round
 trip; ${LATENCY_CONNECTIONS} connections (\`BENCH_LATENCY_CONNECTIONS\`), a new key per request, routes interleaved as
 above. \`/bench/optimistic\` is \`@Idempotent({ mode: 'optimistic' })\` ([docs/optimistic-mode.md](../docs/optimistic-mode.md)):
 one conditional \`PutItem\` after the handler instead of a claim before it and a completion after.
@@ -185,6 +185,31 @@ one conditional \`PutItem\` after the handler instead of a claim before it and a
 ${rows.join('\n')}
 
 Optimistic ÷ lease p50, per round: **${show(perRound(result, '/bench/optimistic', OURS, 'p50'))}**.`;
+}
+
+/** First requests with 0, 1 and 3 recovery points against Powertools, every DynamoDB call held LATENCY_MS. */
+export function stepsLatencySection(result, { LATENCY_MS }) {
+  if (!result) return '';
+  const label = { [OURS]: '0 steps (`/bench/idempotent`)', '/bench/steps1': '1 step', '/bench/steps3': '3 steps' };
+  const rows = Object.entries(result.runs).map(([route, runs]) => {
+    const p50 = spreadOf(runs.map((run) => run.p50));
+    const p99 = spreadOf(runs.map((run) => run.p99));
+    const calls = median(runs.map((run) => run.callsPerRequest));
+    const ratios =
+      route === '/bench/powertools'
+        ? '| |'
+        : `| ${show(perRound(result, route, '/bench/powertools', 'p50'))} | ${show(perRound(result, route, '/bench/powertools', 'p99'))} |`;
+    return `| ${label[route] ?? `\`${route}\``} | ${f0(p50.median)} [${f0(p50.min)}–${f0(p50.max)}] | ${f0(p99.median)} [${f0(p99.min)}–${f0(p99.max)}] | ${f2(calls)} ${ratios}`;
+  });
+  return `## Latency of a first request with recovery points (every DynamoDB call ${LATENCY_MS} ms)
+
+As above, in an app whose \`/bench/steps1\` and \`/bench/steps3\` routes record 1 and 3 steps (\`BENCH_STEPS=1\`; they
+inject \`IdempotencyContext\`, which turns call tracking on for that app). A first request with n steps sends n + 2
+DynamoDB calls: the claim, one write per step, the completion; Powertools sends 2 and records no steps.
+
+| route | p50 ms, median [min–max] | p99 ms | DynamoDB calls / request | p50 ÷ Powertools, per round | p99 ÷ Powertools |
+|---|---:|---:|---:|---:|---:|
+${rows.join('\n')}`;
 }
 
 /** Capacity units per first request and per uncached replay, by response size and mode. */

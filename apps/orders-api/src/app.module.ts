@@ -1,3 +1,4 @@
+import { BenchStepsController } from './bench/bench-steps.controller';
 import { OrderTools } from './orders/order-tools';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamicModule, Global, Module } from '@nestjs/common';
@@ -57,7 +58,7 @@ export class AppModule {
       // The benchmark's app is one that uses @Idempotent() only, as most do: the orders (whose repository injects
       // IdempotencyContext, and so turns on call tracking) are left out.
       controllers: config.benchRoutes
-        ? [HealthController, MetricsController, BenchController]
+        ? [HealthController, MetricsController, BenchController, ...(config.benchSteps ? [BenchStepsController] : [])]
         : [
             OrdersController,
             CheckoutController,

@@ -52,6 +52,8 @@ export interface OrdersApiConfig {
   benchRoutes: boolean;
   /** With the bench routes: a provider has IdempotencyContext injected, so the module tracks calls (`npm run bench`). */
   benchTrackCalls: boolean;
+  /** With the bench routes: the routes of n recovery points (`/bench/steps1`, `/bench/steps3`; `npm run bench`). */
+  benchSteps: boolean;
   /** The lowest log level printed (LOG_LEVEL, default `verbose`: everything, as Nest prints by default). */
   logLevel: LowestLogLevel;
 }
@@ -91,6 +93,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): OrdersApiCo
     idempotencyStore: oneOf(env, 'IDEMPOTENCY_STORE', ['dynamodb', 'memory'] as const),
     benchRoutes: flag(env, 'BENCH_ROUTES', false),
     benchTrackCalls: flag(env, 'BENCH_TRACK_CALLS', false),
+    benchSteps: flag(env, 'BENCH_STEPS', false),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
   };
 }
