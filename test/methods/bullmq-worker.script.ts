@@ -5,14 +5,13 @@
  * REDIS_PORT, QUEUE, DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE; CRASH_AFTER_CHARGE=1 kills the process between the steps.
  */
 import { Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { BullModule, Processor, WorkerHost } from '@nestjs/bullmq';
 import { Job } from 'bullmq';
 import Redis from 'ioredis';
-import { Idempotent, IdempotencyContext, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
-import { localClient } from '../support/dynalite';
+import { Idempotent, IdempotencyContext } from 'nestjs-dynamodb-idempotency';
+import { startWorkerContext, workerIdempotencyModule } from '../support/worker-context';
 
-const { REDIS_PORT, QUEUE, DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, CRASH_AFTER_CHARGE } = process.env;
+const { REDIS_PORT, QUEUE, CRASH_AFTER_CHARGE } = process.env;
 const connection = { host: '127.0.0.1', port: Number(REDIS_PORT) };
 const effects = new Redis(connection);
 
@@ -46,24 +45,9 @@ class Payments extends WorkerHost {
 }
 
 @Module({
-  imports: [
-    IdempotencyModule.forRoot({
-      client: localClient(DYNAMODB_ENDPOINT!),
-      tableName: IDEMPOTENCY_TABLE!,
-      pendingTtlSeconds: 2,
-      replayCache: { enabled: false },
-    }),
-    BullModule.forRoot({ connection }),
-    BullModule.registerQueue({ name: QUEUE! }),
-  ],
+  imports: [workerIdempotencyModule(), BullModule.forRoot({ connection }), BullModule.registerQueue({ name: QUEUE! })],
   providers: [Payments],
 })
 class WorkerModule {}
 
-async function main(): Promise<void> {
-  const app = await NestFactory.createApplicationContext(WorkerModule, { logger: ['warn'] });
-  app.enableShutdownHooks();
-  process.send?.('ready');
-}
-
-void main();
+void startWorkerContext(WorkerModule);

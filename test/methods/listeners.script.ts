@@ -4,18 +4,17 @@
  * `@Cron` job every second that calls an `@Idempotent()` method keyed by the tick. Each effect appends a line to the
  * EFFECTS file, the one record all processes share. The test delivers events over IPC (`{ id, event }`, answered
  * `{ id, result }` or `{ id, error }`), the way a bus fans a message out to every instance, or an emitter delivers it
- * again. Env: DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, EFFECTS, CRON; `{ arm: true }` makes the next listener or job this
+ * again. Env: EFFECTS, CRON; `{ arm: true }` makes the next listener or job this
  * process runs SIGKILL it inside (a listener after its first step).
  */
 import { appendFileSync } from 'node:fs';
 import { Injectable, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { EventEmitter2, EventEmitterModule, OnEvent } from '@nestjs/event-emitter';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
-import { Idempotent, IdempotencyContext, IdempotencyModule, tickKey } from 'nestjs-dynamodb-idempotency';
-import { localClient } from '../support/dynalite';
+import { Idempotent, IdempotencyContext, tickKey } from 'nestjs-dynamodb-idempotency';
+import { startWorkerContext, workerIdempotencyModule } from '../support/worker-context';
 
-const { DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, EFFECTS, CRON } = process.env;
+const { EFFECTS, CRON } = process.env;
 const effect = (line: string) => appendFileSync(EFFECTS!, `${line} ${process.pid}\n`);
 let armed = false;
 
@@ -62,23 +61,13 @@ class Reports {
 }
 
 @Module({
-  imports: [
-    IdempotencyModule.forRoot({
-      client: localClient(DYNAMODB_ENDPOINT!),
-      tableName: IDEMPOTENCY_TABLE!,
-      pendingTtlSeconds: 2,
-      replayCache: { enabled: false },
-    }),
-    EventEmitterModule.forRoot(),
-    ScheduleModule.forRoot(),
-  ],
+  imports: [workerIdempotencyModule(), EventEmitterModule.forRoot(), ScheduleModule.forRoot()],
   providers: [Fulfilment, Reports],
 })
 class InstanceModule {}
 
-async function main(): Promise<void> {
-  const app = await NestFactory.createApplicationContext(InstanceModule, { logger: ['warn'] });
-  app.enableShutdownHooks();
+// The handler is set before any message can arrive: the parent's first one comes after 'ready', on a later turn.
+void startWorkerContext(InstanceModule).then((app) => {
   const emitter = app.get(EventEmitter2);
   process.on('message', (message: { id?: number; event?: OrderPaid; arm?: boolean }) => {
     if (message.arm) armed = true;
@@ -88,7 +77,4 @@ async function main(): Promise<void> {
       (error: Error) => process.send!({ id: message.id, error: error.message }),
     );
   });
-  process.send!('ready');
-}
-
-void main();
+});

@@ -3,18 +3,17 @@
  * one inside a message: a Nest application context with `@ssut/nestjs-sqs`, whose `@SqsMessageHandler` is an
  * `@Idempotent()` method of two steps, keyed by the message's `Idempotency-Key` attribute (its MessageId without one).
  * Each step appends a line to the EFFECTS file, the one record all processes share. Env: SQS_ENDPOINT, QUEUE_URL,
- * DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, EFFECTS; CRASH_AFTER_CHARGE=1 kills the process between the steps.
+ * EFFECTS; CRASH_AFTER_CHARGE=1 kills the process between the steps.
  */
 import { appendFileSync } from 'node:fs';
 import { Injectable, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { SqsMessageHandler, SqsModule } from '@ssut/nestjs-sqs';
 import type { Message } from '@aws-sdk/client-sqs';
-import { Idempotent, IdempotencyContext, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
-import { localClient } from '../support/dynalite';
+import { Idempotent, IdempotencyContext } from 'nestjs-dynamodb-idempotency';
+import { startWorkerContext, workerIdempotencyModule } from '../support/worker-context';
 import { sqsClient } from '../support/sqs';
 
-const { SQS_ENDPOINT, QUEUE_URL, DYNAMODB_ENDPOINT, IDEMPOTENCY_TABLE, EFFECTS, CRASH_AFTER_CHARGE } = process.env;
+const { SQS_ENDPOINT, QUEUE_URL, EFFECTS, CRASH_AFTER_CHARGE } = process.env;
 
 const keyOf = (message: Message) => message.MessageAttributes?.['Idempotency-Key']?.StringValue ?? message.MessageId!;
 
@@ -36,12 +35,7 @@ class Payments {
 
 @Module({
   imports: [
-    IdempotencyModule.forRoot({
-      client: localClient(DYNAMODB_ENDPOINT!),
-      tableName: IDEMPOTENCY_TABLE!,
-      pendingTtlSeconds: 2,
-      replayCache: { enabled: false },
-    }),
+    workerIdempotencyModule(),
     SqsModule.register({
       consumers: [
         {
@@ -59,10 +53,4 @@ class Payments {
 })
 class ConsumerModule {}
 
-async function main(): Promise<void> {
-  const app = await NestFactory.createApplicationContext(ConsumerModule, { logger: ['warn'] });
-  app.enableShutdownHooks();
-  process.send?.('ready');
-}
-
-void main();
+void startWorkerContext(ConsumerModule);
