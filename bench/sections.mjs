@@ -63,6 +63,15 @@ export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {
     '≤ 1.00',
     (x) => x <= 1,
   );
+  const tracking = find('in-memory store, new key: call tracking');
+  if (tracking) {
+    goal(
+      'call tracking (what steps and `commitWith` need) on a route that uses neither: CPU per request, on ÷ off',
+      ratio(tracking, OURS, 'cpuMicrosPerRequest', '/bench/idempotent, tracking on'),
+      '≤ 1.02',
+      (x) => x <= 1.02,
+    );
+  }
   const dynamo = moduleWork?.stores.find((result) => result.store === 'dynamodb');
   if (dynamo) {
     goal(
