@@ -30,7 +30,7 @@ export function staleness(results = readFileSync('bench/RESULTS.md', 'utf8')) {
   return { commit: measured[1], changed };
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { problem, commit, changed, unknown } = staleness();
   if (unknown) {
     console.log(
