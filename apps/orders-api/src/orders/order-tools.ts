@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { Payload } from '@nestjs/microservices';
 import { McpController, Tool } from '@rekog/mcp-nest';
 import { z } from 'zod';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
-import { Order } from './order';
+import { newOrder } from './order';
 import { OrdersRepository } from './orders.repository';
 
 /**
@@ -28,12 +27,7 @@ export class OrderTools {
   })
   @Idempotent()
   async placeOrder(@Payload() input: { item: string; quantity: number }) {
-    const order: Order = {
-      id: randomUUID(),
-      item: input.item,
-      quantity: input.quantity,
-      createdAt: new Date().toISOString(),
-    };
+    const order = newOrder(input);
     await this.orders.put(order);
     return {
       content: [{ type: 'text', text: `Order ${order.id} placed: ${order.quantity} x ${order.item}.` }],

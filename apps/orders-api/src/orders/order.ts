@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { BadRequestException, PipeTransform } from '@nestjs/common';
 
 export interface Order {
@@ -15,6 +16,11 @@ export interface Order {
 export interface CreateOrderInput {
   item: string;
   quantity: number;
+}
+
+/** A new order of `input`: a new id, created now. */
+export function newOrder(input: CreateOrderInput): Order {
+  return { id: randomUUID(), item: input.item, quantity: input.quantity, createdAt: new Date().toISOString() };
 }
 
 /** `{ item: non-empty string, quantity: positive integer }`; anything else is a 400. */

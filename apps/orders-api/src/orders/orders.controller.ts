@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res, StreamableFile } from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
-import { CreateOrderInput, CreateOrderPipe, Order } from './order';
+import { CreateOrderInput, CreateOrderPipe, newOrder, Order } from './order';
 import { OrdersRepository } from './orders.repository';
 
 @Controller('orders')
@@ -21,12 +21,7 @@ export class OrdersController {
     @Res({ passthrough: true }) res: ResponseHeaders,
   ): Promise<Order> {
     if (this.config.orderProcessingDelayMs > 0) await sleep(this.config.orderProcessingDelayMs); // the "payment" step
-    const order: Order = {
-      id: randomUUID(),
-      item: input.item,
-      quantity: input.quantity,
-      createdAt: new Date().toISOString(),
-    };
+    const order = newOrder(input);
     await this.orders.put(order);
     res.header('Location', `/orders/${order.id}`);
     return order;
