@@ -224,14 +224,14 @@ describe.each(ENGINES)('processBatch (%s)', (engine) => {
     expect(effects.filter((effect) => effect.startsWith('b'))).toEqual(['b1', 'b2']);
   });
 
-  it('Kinesis and DynamoDB Streams: the first failure is reported (the source resumes there) and nothing after it starts', async () => {
+  it('Kinesis and DynamoDB Streams: nothing after the first failure starts, and every record not completed is reported (the source resumes at the lowest)', async () => {
     const events: IdempotencyOutcomeEvent[] = [];
     const idempotency = await container(await table('batch-streams'), {
       onOutcome: (event) => void events.push(event),
     });
     const shard = [kinesis('100', 'k1'), kinesis('101', 'k2-fail'), kinesis('102', 'k3')];
     expect(await processBatch({ Records: shard }, context(), charge, { idempotency, operation: 'k' })).toEqual({
-      batchItemFailures: [{ itemIdentifier: '101' }],
+      batchItemFailures: [{ itemIdentifier: '101' }, { itemIdentifier: '102' }],
     });
     const changes = [streamRecord('200', 'x'), streamRecord('201', 'y')];
     const failing = async (record: DynamoDBRecord) => {
@@ -239,7 +239,7 @@ describe.each(ENGINES)('processBatch (%s)', (engine) => {
       effects.push(record.eventID!);
     };
     expect(await processBatch({ Records: changes }, context(), failing, { idempotency, operation: 's' })).toEqual({
-      batchItemFailures: [{ itemIdentifier: '200' }],
+      batchItemFailures: [{ itemIdentifier: '200' }, { itemIdentifier: '201' }],
     });
     expect(effects).toEqual(['k1']);
     expect(events.map(({ transport, operation, outcome }) => [transport, operation, outcome])).toEqual([

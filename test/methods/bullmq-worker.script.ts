@@ -29,6 +29,7 @@ class Payments extends WorkerHost {
 
   // waitMs: a job whose key is held by a worker that died waits for its lease to end, then resumes its steps.
   @Idempotent({
+    name: 'payments.process',
     key: (job: Job<Payment>) => job.data.messageId,
     fingerprint: (job: Job<Payment>) => job.data,
     waitMs: 15_000,

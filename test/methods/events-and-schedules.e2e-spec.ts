@@ -21,14 +21,14 @@ let shipping: Promise<void> | undefined;
 @Injectable()
 class Shipping {
   @OnEvent('order.paid')
-  @Idempotent({ key: (event: OrderPaid) => event.orderId })
+  @Idempotent({ name: 'shipping.ship', key: (event: OrderPaid) => event.orderId })
   async ship(event: OrderPaid): Promise<string> {
     await shipping;
     effects.push(`ship ${event.orderId}`);
     return `parcel-${event.orderId}`;
   }
 
-  @Idempotent({ key: (event: OrderPaid) => event.orderId, waitMs: 5000 })
+  @Idempotent({ name: 'shipping.invoice', key: (event: OrderPaid) => event.orderId, waitMs: 5000 })
   @OnEvent('order.paid', { async: true })
   async invoice(event: OrderPaid): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -40,7 +40,7 @@ class Shipping {
 @Injectable()
 class Reports {
   @Cron('* * * * * *')
-  @Idempotent({ key: () => tickKey(1), waitMs: 3000 })
+  @Idempotent({ name: 'reports.every-second', key: () => tickKey(1), waitMs: 3000 })
   async everySecond(): Promise<void> {
     effects.push(`report ${tickKey(1)}`);
   }

@@ -29,7 +29,7 @@ class Fulfilment {
 
   // waitMs: a delivery whose key is held by an instance that died waits for its lease to end, then resumes its steps.
   @OnEvent('order.paid')
-  @Idempotent({ key: (event: OrderPaid) => event.orderId, waitMs: 15_000 })
+  @Idempotent({ name: 'fulfilment.fulfil', key: (event: OrderPaid) => event.orderId, waitMs: 15_000 })
   async fulfil(event: OrderPaid): Promise<{ chargeId: string; shippedBy: number }> {
     const chargeId = await this.idempotency.step('charge', async () => {
       effect(`charge ${event.orderId}`);
@@ -50,7 +50,7 @@ class Reports {
 
   // One run per tick across instances; a tick whose runner died is run, later, by an instance that waited for it: the
   // tick is an argument, so that late run still knows which tick it is.
-  @Idempotent({ key: (tick: string) => tick, waitMs: 5000 })
+  @Idempotent({ name: 'reports.report', key: (tick: string) => tick, waitMs: 5000 })
   async report(tick: string): Promise<void> {
     if (armed) {
       effect(`died ${tick}`);

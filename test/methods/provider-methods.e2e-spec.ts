@@ -11,6 +11,7 @@ import {
   IdempotencyMismatchError,
   IdempotencyModule,
   IdempotencyOutcomeEvent,
+  IdempotencyRequestInvalidError,
 } from 'nestjs-dynamodb-idempotency';
 import { runCli } from '../../libs/idempotency/src/cli/run-cli';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
@@ -33,7 +34,7 @@ const gates: { hold?: Promise<void>; fail?: Error } = {};
 class Payments {
   constructor(private readonly context: IdempotencyContext) {}
 
-  @Idempotent({ key: (order: Order) => order.id })
+  @Idempotent({ name: 'payments.charge', key: (order: Order) => order.id })
   async charge(order: Order): Promise<{ charged: number; run: number }> {
     await gates.hold;
     if (gates.fail) throw gates.fail;
@@ -55,7 +56,7 @@ class Payments {
     return label;
   }
 
-  @Idempotent({ key: (id: unknown) => id as string })
+  @Idempotent({ name: 'payments.anything', key: (id: unknown) => id as string })
   async anything(id: unknown, payload?: unknown): Promise<unknown> {
     effects.push(`anything ${String(id)}`);
     return payload;
@@ -115,13 +116,13 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     expect(await a.charge({ id: 'o-1', amount: 42 })).toEqual(first);
     expect(effects).toEqual(['charge o-1']);
     expect(outcomes.map(({ outcome, transport, operation }) => [outcome, transport, operation])).toEqual([
-      ['executed', 'method', 'Payments.charge'],
-      ['replayed', 'method', 'Payments.charge'],
-      ['replayed', 'method', 'Payments.charge'],
+      ['executed', 'method', 'payments.charge'],
+      ['replayed', 'method', 'payments.charge'],
+      ['replayed', 'method', 'payments.charge'],
     ]);
   });
 
-  it("the operator's keys:inspect finds a method's record by its operation (--name Class.method, or the method's name)", async () => {
+  it("the operator's keys:inspect finds a method's record by its operation (--name and the method's name)", async () => {
     const tableName = uniqueTableName('pm-cli');
     await createIdempotencyTable(localClient(endpoint), tableName);
     const payments = (await instance(tableName)).get(Payments);
@@ -136,7 +137,7 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
       });
       return { code, record: code === 0 ? JSON.parse(out.join('\n')) : undefined };
     };
-    expect(await inspect('--name', 'Payments.charge', '--key', 'o-9')).toMatchObject({
+    expect(await inspect('--name', 'payments.charge', '--key', 'o-9')).toMatchObject({
       code: 0,
       record: { status: 'COMPLETED' },
     });
@@ -144,7 +145,7 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
       code: 0,
       record: { status: 'COMPLETED' },
     });
-    expect((await inspect('--name', 'Payments.charge', '--key', 'o-404')).code).toBe(1);
+    expect((await inspect('--name', 'payments.charge', '--key', 'o-404')).code).toBe(1);
   });
 
   it('a duplicate while the first call runs is told it is in flight, and the method runs once', async () => {
@@ -159,18 +160,22 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     expect(effects).toEqual(['charge o-2']);
   });
 
-  it('the fingerprint is the first argument by default, or the method’s function: another one with the key is refused', async () => {
+  it('the fingerprint is every argument by default, or the method’s function: another one with the key is refused', async () => {
     const { a, b } = await twoInstances('pm-mismatch');
     await a.charge({ id: 'o-3', amount: 1 });
     await expect(b.charge({ id: 'o-3', amount: 2 })).rejects.toBeInstanceOf(IdempotencyMismatchError);
+    // Every argument, not the first alone: charge('o1', 100) then charge('o1', 999) is another call.
+    await expect(a.anything('o-3b', 100)).resolves.toBe(100);
+    await expect(b.anything('o-3b', 999)).rejects.toBeInstanceOf(IdempotencyMismatchError);
+    await expect(b.anything('o-3b', 100)).resolves.toBe(100);
     // ship's fingerprint is the amount alone: its second argument (the attempt) is not part of it.
     await expect(a.ship({ id: 'o-3', amount: 1 }, 2)).resolves.toBe('label-o-3');
     await expect(b.ship({ id: 'o-3', amount: 1 }, 5)).resolves.toBe('label-o-3');
     await expect(b.ship({ id: 'o-3', amount: 9 }, 2)).rejects.toBeInstanceOf(IdempotencyMismatchError);
-    expect(effects).toEqual(['charge o-3', 'label o-3', 'pickup o-3']);
+    expect(effects).toEqual(['charge o-3', 'anything o-3b', 'label o-3', 'pickup o-3']);
   });
 
-  it('a key function that throws or finds no key, or a first argument that is not JSON, fails the call: nothing is claimed, nothing runs', async () => {
+  it('a key function that throws or finds no key, arguments that are not JSON or are nested too deep, fail the call: nothing is claimed, nothing runs', async () => {
     const { a, repository } = await twoInstances('pm-keys');
     await expect(a.anything(undefined)).rejects.toBeInstanceOf(IdempotencyKeyMissingError);
     await expect(a.anything('')).rejects.toBeInstanceOf(IdempotencyKeyInvalidError);
@@ -181,18 +186,26 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     circular.self = circular;
     await expect(a.ship(circular as never, 2)).rejects.toThrow(); // its fingerprint function reads .amount: undefined
     const payments = a as unknown as { charge(order: unknown): Promise<unknown> };
+    // Arguments deeper than a fingerprint takes (or a cycle): refused saying so, not as a failed fingerprint function.
+    let deep: Record<string, unknown> = { id: 'o-4' };
+    for (let i = 0; i < 70; i++) deep = { id: 'o-4', inner: deep };
+    for (const argument of [deep, Object.assign(circular, { id: 'o-4' })]) {
+      const invalid = payments.charge(argument);
+      await expect(invalid).rejects.toBeInstanceOf(IdempotencyRequestInvalidError);
+      await expect(invalid).rejects.toThrow('payments.charge: its arguments are nested deeper than 64 levels');
+    }
     const logs = new CapturedLogs();
     logs.start();
-    const refused = payments.charge(Object.assign(circular, { id: 'o-4' })).finally(() => logs.stop());
+    const refused = payments.charge({ id: 'o-4', pay: () => 1 }).finally(() => logs.stop());
     await expect(refused).rejects.toBeInstanceOf(IdempotencyFingerprintFailedError);
     expect(logs.at('error')).toEqual([
       expect.objectContaining({
         msg: expect.stringContaining('give the method a fingerprint function'),
-        operation: 'Payments.charge',
+        operation: 'payments.charge',
       }),
     ]);
     expect(effects).toEqual([]);
-    expect(await repository.get({ key: recordKey('Payments.charge', undefined, 'o-4') })).toBeUndefined();
+    expect(await repository.get({ key: recordKey('payments.charge', undefined, 'o-4') })).toBeUndefined();
   });
 
   it('an error releases the key and a retry runs again; an HttpException storeIf calls final is replayed', async () => {
@@ -218,7 +231,8 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
   it('an instance Nest did not create is refused, not run unprotected', async () => {
     await twoInstances('pm-foreign');
     const foreign = new Payments(new IdempotencyContext());
-    expect(() => foreign.charge({ id: 'o-7', amount: 1 })).toThrow(
+    // A rejected promise, as every failure of a protected call is: never a throw before the promise.
+    await expect(foreign.charge({ id: 'o-7', amount: 1 })).rejects.toThrow(
       /Payments\.charge is @Idempotent\(\), but this instance is not a provider of an application that imports IdempotencyModule/,
     );
     expect(effects).toEqual([]);
@@ -236,7 +250,7 @@ describe.each(ENGINES)('@Idempotent() on a provider method (%s)', (engine) => {
     );
     @Injectable({ scope: NestScope.REQUEST })
     class PerRequest {
-      @Idempotent({ key: (id: string) => id })
+      @Idempotent({ name: 'per-request.run', key: (id: string) => id })
       async run(id: string): Promise<string> {
         return id;
       }

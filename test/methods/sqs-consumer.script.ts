@@ -24,7 +24,7 @@ class Payments {
   // Returns nothing: sqs-consumer deletes a message whose handler returns no object (a stored result would be taken
   // for the message to delete). waitMs: a redelivery whose key is held by a consumer that died waits for its lease.
   @SqsMessageHandler('payments')
-  @Idempotent({ key: keyOf, fingerprint: (message: Message) => message.Body, waitMs: 15_000 })
+  @Idempotent({ name: 'payments.handle', key: keyOf, fingerprint: (message: Message) => message.Body, waitMs: 15_000 })
   async handle(message: Message): Promise<void> {
     const key = keyOf(message);
     await this.idempotency.step('charge', async () => appendFileSync(EFFECTS!, `charge ${key} ${process.pid}\n`));

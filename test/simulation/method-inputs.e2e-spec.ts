@@ -39,7 +39,7 @@ const runsByKey = new Map<string, number>();
 
 @Injectable()
 class Consumer {
-  @Idempotent({ key: (message: Message) => message.key as string })
+  @Idempotent({ name: 'consumer.handle', key: (message: Message) => message.key as string })
   async handle(message: Message, answer: string): Promise<string> {
     const key = String(message.key);
     runsByKey.set(key, (runsByKey.get(key) ?? 0) + 1);

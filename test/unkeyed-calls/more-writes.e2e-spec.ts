@@ -8,8 +8,10 @@ import {
   ExecuteStatementCommand,
   ExecuteTransactionCommand,
   GetItemCommand,
+  PutItemCommand,
   TransactWriteItemsCommand,
 } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, ExecuteStatementCommand as DocumentExecuteStatement } from '@aws-sdk/lib-dynamodb';
 import { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { IdempotencyModule, IdempotencyService, UnkeyedCallError } from 'nestjs-dynamodb-idempotency';
@@ -19,7 +21,7 @@ import { createIdempotencyTable, createTableWithKey } from '../support/table';
 
 /**
  * The unkeyed-call watch in `'error'` mode over the writes and requests its first version missed: `BatchWriteItem`, a
- * transaction's unconditional action, PartiQL `UPDATE`/`DELETE`, `node:http2`; and a provider's own key header named
+ * transaction's unconditional action, PartiQL `INSERT`/`UPDATE`/`DELETE`, `node:http2`; and a provider's own key header named
  * in `downstreamKeyHeaders`. On DynamoDB Local (transactions and PartiQL), inside `IdempotencyService.execute()`.
  */
 describeOnDynamoDbLocal("unkeyedCalls: 'error' over batches, transactions, PartiQL and http2", () => {
@@ -89,18 +91,22 @@ describeOnDynamoDbLocal("unkeyedCalls: 'error' over batches, transactions, Parti
     expect(await stored(other)).toBeDefined();
   });
 
-  it('refuses PartiQL UPDATE and DELETE by the key alone; lets an INSERT (it fails on an existing key) and a conditioned UPDATE go', async () => {
+  it('refuses PartiQL INSERT, and UPDATE and DELETE by the key alone, through any of the three commands and the DocumentClient; lets a conditioned UPDATE go', async () => {
     const id = newKey();
-    const insert = `INSERT INTO "${table}" VALUE {'id': '${id}', 'n': 1}`;
-    await expect(inCall(() => client.send(new ExecuteStatementCommand({ Statement: insert })))).resolves.toBe('sent');
+    await client.send(new PutItemCommand({ TableName: table, Item: { id: { S: id }, n: { N: '1' } } }));
+    const insert = `INSERT INTO "${table}" VALUE {'id': '${newKey()}', 'n': 1}`;
     const update = `UPDATE "${table}" SET n = 2 WHERE id = '${id}'`;
-    const deleted = `DELETE FROM "${table}" WHERE id = '${id}'`;
-    for (const send of [
-      () => client.send(new ExecuteStatementCommand({ Statement: update })),
-      () => client.send(new BatchExecuteStatementCommand({ Statements: [{ Statement: update }] })),
-      () => client.send(new ExecuteTransactionCommand({ TransactStatements: [{ Statement: deleted }] })),
-    ]) {
-      await expect(inCall(send)).rejects.toThrow(UnkeyedCallError);
+    const deleted = `delete from "${table}" where id = ?`;
+    const documents = DynamoDBDocumentClient.from(client);
+    for (const statement of [insert, update, deleted]) {
+      for (const send of [
+        () => client.send(new ExecuteStatementCommand({ Statement: statement, Parameters: [{ S: id }] })),
+        () => client.send(new BatchExecuteStatementCommand({ Statements: [{ Statement: statement }] })),
+        () => client.send(new ExecuteTransactionCommand({ TransactStatements: [{ Statement: statement }] })),
+        () => documents.send(new DocumentExecuteStatement({ Statement: statement, Parameters: [id] })),
+      ]) {
+        await expect(inCall(send)).rejects.toThrow(UnkeyedCallError);
+      }
     }
     expect((await stored(id))?.n).toEqual({ N: '1' });
     const conditioned = `UPDATE "${table}" SET n = 3 WHERE id = '${id}' AND n = 1`;

@@ -53,6 +53,7 @@ export {
   IdempotencyRecordUnreadableError,
   IdempotencyRequestInvalidError,
   IdempotencyResultNotStoredError,
+  IdempotencyReentrantCallError,
   IdempotencyScopeFailedError,
   IdempotencyStoreMisconfiguredError,
   IdempotencyStoreThrottledError,

@@ -1,6 +1,6 @@
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { ModulesContainer, Reflector } from '@nestjs/core';
-import { METHOD_CALLS, MethodCallRunner, ORIGINAL_METHOD, registerRunner } from '../decorators/idempotent-method';
+import { MethodCallRunner, ORIGINAL_METHOD, registerRunner } from '../decorators/idempotent-method';
 import { IdempotentRoute } from '../decorators/idempotent-route.metadata';
 import { ExecutionContextHost } from '../nest-internals';
 import { IdempotentMethodOptions, IdempotentOptions, StoreIf } from '../options/idempotency.options';
@@ -38,20 +38,26 @@ export class IdempotentMethodCalls implements MethodCallRunner, OnApplicationShu
     const context = new ExecutionContextHost(args, instance.constructor as never, method);
     context.setType('method');
     const route = this.routeOf(method);
+    if (route.name === undefined) {
+      // Startup refuses such a method; one it never saw (a class loaded later) is refused here, never run unnamed.
+      const where = `${instance.constructor.name}.${method.name}`;
+      return Promise.reject(new TypeError(`${where} is @Idempotent() without name: it was not run (see startup)`));
+    }
     const call: InterceptedCall = { context, route };
     const storeIf = route.storeIf ?? this.options.storeIf;
     return this.service.run(new MethodWork(call, this.adapter, this.describer, storeIf, instance, original));
   }
 
+  /**
+   * Whether the instance is this application's: a singleton or a static transient instance Nest made, or an instance
+   * of a transient provider's class (`app.resolve()` makes those per context, out of sight of the wrapper).
+   */
   adopt(instance: object): boolean {
     for (const module of this.modules.values()) {
       for (const wrapper of module.providers.values()) {
-        const instances = wrapper.isTransient
-          ? wrapper.getStaticTransientInstances().map((entry) => entry?.instance)
-          : [wrapper.instance];
-        if (!instances.includes(instance)) continue;
-        Object.defineProperty(instance, METHOD_CALLS, { value: this, configurable: true });
-        return true;
+        if (wrapper.instance === instance) return true;
+        const type = wrapper.metatype as Function | null;
+        if (wrapper.isTransient && Object.getPrototypeOf(instance) === type?.prototype) return true;
       }
     }
     return false;

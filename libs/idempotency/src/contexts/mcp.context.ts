@@ -87,8 +87,19 @@ export class McpContextAdapter implements ContextAdapter {
     return fingerprintValue(['MCP', route.name ?? toolOf(context).name, args]);
   }
 
+  /**
+   * The result as recorded values (Dates, Maps… kept); one those cannot record (a function member, a class with
+   * members of its own) as the JSON the client was sent: replaying that JSON sends the same text again, one answer.
+   * A result JSON cannot write either (a cycle) reached the client as an error: stored without a body.
+   */
   capture(value: unknown): StoredResponse {
-    return storedTypedResult(value);
+    try {
+      return storedTypedResult(value);
+    } catch (error) {
+      const json = JSON.stringify(value);
+      if (json === undefined) throw error;
+      return { statusCode: 200, headers: {}, body: JSON.parse(json) };
+    }
   }
 
   captureError(error: unknown): StoredResponse | undefined {

@@ -9,7 +9,7 @@ export function routeTemplate(context: ExecutionContext): string {
   const handler = context.getHandler();
   let template = templates.get(handler);
   if (template === undefined) {
-    template = readRouteTemplate(context);
+    template = readRouteTemplate(context.getClass(), handler);
     templates.set(handler, template);
   }
   return template;
@@ -18,10 +18,11 @@ export function routeTemplate(context: ExecutionContext): string {
 /** Route metadata is fixed once the app is built: read it once per handler. */
 const templates = new WeakMap<object, string>();
 
-function readRouteTemplate(context: ExecutionContext): string {
+/** The route template of a controller's handler, from their path metadata (also read at startup). */
+export function readRouteTemplate(type: Function, handler: Function): string {
   const segments: Array<string | string[] | undefined> = [
-    Reflect.getMetadata(PATH_METADATA, context.getClass()),
-    Reflect.getMetadata(PATH_METADATA, context.getHandler()),
+    Reflect.getMetadata(PATH_METADATA, type),
+    Reflect.getMetadata(PATH_METADATA, handler),
   ];
   const path = segments
     .map((segment) => (Array.isArray(segment) ? segment.join('|') : (segment ?? '')))

@@ -5,12 +5,6 @@ import {
   WEBSOCKET_MESSAGE_METADATA,
 } from '../nest-internals';
 
-/**
- * Where a protected instance finds what runs its `@Idempotent()` methods' calls, once its application has adopted it
- * (at its first call), so two applications in one process (tests, a worker beside an API) never share one.
- */
-export const METHOD_CALLS = Symbol.for('nestjs-dynamodb-idempotency.methodCalls');
-
 /** Runs the calls of `@Idempotent()` provider methods under the protocol, for one application (`IdempotentMethodCalls`). */
 export interface MethodCallRunner {
   run(instance: object, method: Function, args: unknown[]): Promise<unknown>;
@@ -27,9 +21,21 @@ export function registerRunner(runner: MethodCallRunner): () => void {
   return () => runners.delete(runner);
 }
 
-function runnerOf(instance: { [METHOD_CALLS]?: MethodCallRunner } | undefined): MethodCallRunner | undefined {
+/**
+ * What runs each protected instance's calls, once its application has adopted it (at its first call), so two
+ * applications in one process (tests, a worker beside an API) never share one. Kept beside the instance, not on it: a
+ * frozen instance (`Object.freeze(this)`) takes no property.
+ */
+const adopted = new WeakMap<object, MethodCallRunner>();
+
+function runnerOf(instance: unknown): MethodCallRunner | undefined {
   if (!instance || typeof instance !== 'object') return undefined;
-  return instance[METHOD_CALLS] ?? [...runners].find((runner) => runner.adopt(instance));
+  let runner = adopted.get(instance);
+  if (!runner) {
+    runner = [...runners].find((each) => each.adopt(instance));
+    if (runner) adopted.set(instance, runner);
+  }
+  return runner;
 }
 
 /** The method as written, behind the function `@Idempotent()` put in its place. */
@@ -45,13 +51,21 @@ export const ORIGINAL_METHOD = Symbol.for('nestjs-dynamodb-idempotency.originalM
 export function protectMethodCalls(target: object, name: string | symbol, descriptor: PropertyDescriptor): void {
   const original: unknown = descriptor.value;
   if (typeof original !== 'function' || Reflect.hasOwnMetadata(ORIGINAL_METHOD, original)) return;
+  if (typeof target === 'function') {
+    throw new TypeError(
+      `@Idempotent() on the static method ${target.name}.${String(name)}: a static method belongs to no instance ` +
+        'Nest created, so nothing could run its calls under the module. Make it an instance method of a provider, or ' +
+        'call IdempotencyService.execute() inside it.',
+    );
+  }
   let throughPipeline: boolean | undefined;
-  const protectedMethod = function (this: { [METHOD_CALLS]?: MethodCallRunner } | undefined, ...args: unknown[]) {
+  const protectedMethod = function (this: unknown, ...args: unknown[]) {
     throughPipeline ??= PIPELINE_METADATA.some((key) => Reflect.hasMetadata(key, protectedMethod));
     if (throughPipeline) return original.apply(this, args);
+    // Every failure of a protected call is a rejected promise, as the protocol's own are.
     const runner = runnerOf(this);
-    if (!runner) throw new Error(notSetUp(target, name));
-    return runner.run(this!, protectedMethod, args);
+    if (!runner) return Promise.reject(new Error(notSetUp(target, name)));
+    return runner.run(this as object, protectedMethod, args);
   };
   for (const key of Reflect.getOwnMetadataKeys(original)) {
     Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), protectedMethod);
@@ -60,6 +74,23 @@ export function protectMethodCalls(target: object, name: string | symbol, descri
   Object.defineProperty(protectedMethod, 'name', { value: original.name });
   Object.defineProperty(protectedMethod, 'length', { value: original.length });
   descriptor.value = protectedMethod;
+}
+
+/**
+ * Whether an instance's class has an `@Idempotent()` method that is called as written, not through Nest's pipeline
+ * (a provider method): its calls are then tracked, so a re-entrant call is found (`IdempotencyReentrantCallError`).
+ */
+export function hasProtectedMethods(instance: unknown): boolean {
+  if (!instance || typeof instance !== 'object') return false;
+  for (let prototype = Object.getPrototypeOf(instance); prototype && prototype !== Object.prototype;) {
+    for (const name of Object.getOwnPropertyNames(prototype)) {
+      const method: unknown = Object.getOwnPropertyDescriptor(prototype, name)?.value;
+      const protectedMethod = typeof method === 'function' && Reflect.hasOwnMetadata(ORIGINAL_METHOD, method);
+      if (protectedMethod && !PIPELINE_METADATA.some((key) => Reflect.hasMetadata(key, method))) return true;
+    }
+    prototype = Object.getPrototypeOf(prototype);
+  }
+  return false;
 }
 
 /** The metadata of the handlers Nest calls through its pipeline (and `IdempotencyInterceptor`). */

@@ -6,7 +6,7 @@ import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import type { CommitWrite } from '../repository/commit-write';
-import { IdempotencyRecord, isClaimable } from '../repository/idempotency.record';
+import { claimableBy, IdempotencyRecord } from '../repository/idempotency.record';
 import {
   ClaimInput,
   ClaimResult,
@@ -134,7 +134,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         if (existing?.claimToken === claimToken) {
           return { claimed: true, claimToken, run: existing.runs ?? 1, steps: existing.steps ?? [] };
         }
-        const blocking = existing && !isClaimable(existing, this.clock.nowSeconds(), clockSkewSeconds);
+        const blocking = existing && !claimableBy(existing, fingerprint, this.clock.nowSeconds(), clockSkewSeconds);
         // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
         if (existing && (blocking || attempt >= MAX_CLAIM_ATTEMPTS)) return { claimed: false, existing };
         if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');

@@ -154,6 +154,24 @@ export class IdempotencyFingerprintFailedError extends IdempotencyError {
 }
 
 /**
+ * A protected call made from inside a call that holds its record key (a method that calls itself, or calls back into
+ * a call it runs inside, with the same key): it would wait on its own claim for ever, so it is refused at once. Found
+ * through the running claim (`AsyncLocalStorage`): always for provider methods, and for `execute()` whenever calls are
+ * tracked (by default).
+ */
+export class IdempotencyReentrantCallError extends IdempotencyError {
+  override readonly name = 'IdempotencyReentrantCallError';
+  readonly outcome = 'reentrant_call';
+  constructor(readonly operation: string) {
+    super(
+      `${operation} was called again with the key it holds, from inside its own call: it would wait on itself for ` +
+        'ever, so this inner call was not run. Call the work itself (a method without @Idempotent()) from inside, ' +
+        'or give the inner call a key of its own.',
+    );
+  }
+}
+
+/**
  * The store refused the module's request in a way retrying will not fix: access denied, no such table, a request it
  * rejects as invalid, unrecognized credentials. Fails closed with a 500, without `Retry-After`.
  */

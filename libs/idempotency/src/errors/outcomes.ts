@@ -14,6 +14,7 @@ export type ProblemOutcome =
   | 'body_unreadable'
   | 'scope_failed'
   | 'fingerprint_failed'
+  | 'reentrant_call'
   | 'store_misconfigured'
   | 'store_throttled'
   | 'store_unavailable';
@@ -101,6 +102,12 @@ export const PROBLEMS = {
     event: 'fingerprint-failed',
     slug: 'fingerprint-failed',
     title: 'Idempotency fingerprint failed',
+    status: 500,
+  },
+  reentrant_call: {
+    event: 'reentrant-call',
+    slug: 'reentrant-call',
+    title: 'Idempotent call re-entered',
     status: 500,
   },
   store_misconfigured: {

@@ -2,7 +2,8 @@ import * as crypto from 'node:crypto';
 import { IdempotencyRequestInvalidError } from '../errors/idempotency.errors';
 
 /** Deeper bodies are refused (400) rather than risking the stack on hostile input. */
-const MAX_DEPTH = 64;
+export const MAX_FINGERPRINT_DEPTH = 64;
+const MAX_DEPTH = MAX_FINGERPRINT_DEPTH;
 
 export interface FingerprintInput {
   method: string;

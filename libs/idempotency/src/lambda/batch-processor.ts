@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
+import { IdempotencyRecordUnreadableError, IdempotencyResultNotStoredError } from '../errors/idempotency.errors';
 import { CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from '../protocol/idempotency-context';
 import type { ExecuteOptions, IdempotencyService } from '../protocol/idempotency.service';
-import { BatchRecord, batchSource, BatchSource, messageAttribute } from './batch-records';
+import { BatchRecord, batchSource, BatchSource, checkRecords, messageAttribute } from './batch-records';
 import { LambdaContextLike, withLambdaContext } from './lambda-invocation';
 
 /** Options of `processBatch`: the records' operation and how each is keyed, and the calls' settings. */
@@ -38,16 +39,20 @@ const logger = new Logger('Idempotency');
 
 /**
  * Runs each record of an SQS (standard or FIFO), Kinesis or DynamoDB Streams batch once, under its own key
- * (`IdempotencyService.execute`), and answers the partial batch response:
- * - a record already completed is skipped (its stored result stands); one held by another consumer, one whose handler
- *   threw and one that cannot be keyed are reported as failures, so the source delivers them again: never run twice,
- *   never failing the whole batch;
+ * (`IdempotencyService.execute`), and answers the partial batch response: every record not completed, so one never
+ * attempted is always delivered again:
+ * - a record already completed is skipped (its stored result stands, even one that could not be stored); one held by
+ *   another consumer, one whose handler threw and one that cannot be keyed are reported, so the source delivers them
+ *   again: never run twice, never failing the whole batch;
  * - no record starts with less than `minRemainingMs` of the invocation left: those are reported as failures;
  * - SQS FIFO: after a failure in a message group the rest of that group is reported too (its order kept), other groups
  *   go on; Kinesis and DynamoDB Streams: the first failure is reported and the records after it are not started (the
  *   source resumes from that sequence number);
  * - with `context`, the batch runs as `withLambdaContext` runs an invocation: leases end by the deadline, the holder
  *   is the request id.
+ *
+ * The options and every record are checked first: an option that is not usable (a `concurrency` of NaN, 0 or a string)
+ * or a record without the field its source is read by is a `TypeError`, and no record runs.
  *
  * @example
  * ```ts
@@ -70,14 +75,44 @@ export async function processBatch<T extends BatchRecord, R>(
   if (typeof options.operation !== 'string' || options.operation === '') {
     throw new TypeError("processBatch needs options.operation, what the records are for (e.g. 'charge-payments')");
   }
+  if (typeof handler !== 'function') throw new TypeError('processBatch needs a handler: (record, context) => …');
   const records = event?.Records;
   const source = batchSource(records) as BatchSource<T>;
+  checkBatchOptions(options, source);
+  checkRecords(records, source, { key: !!(options.key || options.keyAttribute), fingerprint: !!options.fingerprint });
   const work = () => new Batch(source, context, handler, options).run(records);
   return context ? withLambdaContext(work)(event, context) : work();
 }
 
+/** `processBatch`'s own options and the call settings, each a `TypeError` naming it (never a batch that runs nothing). */
+function checkBatchOptions(options: BatchOptions<never>, source: BatchSource): void {
+  const { concurrency, minRemainingMs, key, keyAttribute, fingerprint, scope } = options;
+  const refuse = (name: string, what: string, value: unknown) => {
+    throw new TypeError(`processBatch: options.${name} must be ${what}, got ${JSON.stringify(value) ?? String(value)}`);
+  };
+  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency >= 1)) {
+    refuse('concurrency', 'a whole number ≥ 1', concurrency);
+  }
+  if (minRemainingMs !== undefined && !(Number.isFinite(minRemainingMs) && minRemainingMs >= 0)) {
+    refuse('minRemainingMs', 'a number of milliseconds ≥ 0', minRemainingMs);
+  }
+  if (key !== undefined && typeof key !== 'function') refuse('key', 'a function of the record', key);
+  if (fingerprint !== undefined && typeof fingerprint !== 'function') {
+    refuse('fingerprint', 'a function of the record', fingerprint);
+  }
+  if (keyAttribute !== undefined && (typeof keyAttribute !== 'string' || keyAttribute === '')) {
+    refuse('keyAttribute', "an SQS message attribute's name", keyAttribute);
+  }
+  if (keyAttribute !== undefined && !source.kind.startsWith('sqs')) {
+    refuse('keyAttribute', `left out for ${source.kind} records (it reads SQS message attributes)`, keyAttribute);
+  }
+  const usableScope = typeof scope === 'string' || (typeof scope === 'number' && Number.isFinite(scope));
+  if (scope !== undefined && !usableScope) refuse('scope', 'a string or a number', scope);
+  options.idempotency.checkOptions(options);
+}
+
 class Batch<T extends BatchRecord, R> {
-  private readonly failed = new Set<T>();
+  private readonly completed = new Set<T>();
 
   constructor(
     private readonly source: BatchSource<T>,
@@ -88,14 +123,15 @@ class Batch<T extends BatchRecord, R> {
 
   async run(records: T[]): Promise<BatchResponse> {
     const lanes = this.lanes(records);
-    const concurrency = Math.max(1, Math.floor(this.options.concurrency ?? 1));
+    const concurrency = this.options.concurrency ?? 1;
     let next = 0;
     const worker = async () => {
       while (next < lanes.length) await this.runLane(lanes[next++]);
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, lanes.length) }, worker));
+    // What was done, not what was marked failed: a record never attempted is always delivered again.
     const batchItemFailures = records
-      .filter((record) => this.failed.has(record))
+      .filter((record) => !this.completed.has(record))
       .map((record) => ({ itemIdentifier: this.source.itemIdentifier(record) }));
     return { batchItemFailures };
   }
@@ -110,19 +146,20 @@ class Batch<T extends BatchRecord, R> {
     return [...groups.values()];
   }
 
-  /** Runs a lane's records in order; at a failure, the rest of a FIFO group fails too, a stream's stops there. */
+  /**
+   * Runs a lane's records in order, until one is not completed: the rest of a FIFO group or a stream is not started
+   * (and so reported); SQS lanes are one record each.
+   */
   private async runLane(lane: T[]): Promise<void> {
-    for (const [i, record] of lane.entries()) {
-      if (await this.runRecord(record)) continue;
-      const rest = this.source.kind === 'sqs-fifo' ? lane.slice(i) : [record];
-      for (const each of rest) this.failed.add(each);
-      return;
+    for (const record of lane) {
+      if (!(await this.runRecord(record))) return;
+      this.completed.add(record);
     }
   }
 
   private async runRecord(record: T): Promise<boolean> {
     const item = this.source.itemIdentifier(record);
-    const remainingMs = this.context?.getRemainingTimeInMillis();
+    const remainingMs = this.context?.getRemainingTimeInMillis?.();
     const minRemainingMs = this.options.minRemainingMs ?? 1000;
     if (remainingMs !== undefined && remainingMs < minRemainingMs) {
       logger.warn({ msg: `record not started: ${remainingMs} ms left of the invocation`, item });
@@ -132,6 +169,11 @@ class Batch<T extends BatchRecord, R> {
       await this.options.idempotency.execute(this.callOf(record), (context) => this.handler(record, context));
       return true;
     } catch (error) {
+      // Completed before, its result not stored or not readable: a batch returns no result, so the record is done.
+      if (error instanceof IdempotencyResultNotStoredError || error instanceof IdempotencyRecordUnreadableError) {
+        logger.log({ msg: 'record completed before (its result was not kept for replay): skipped', item });
+        return true;
+      }
       logger.warn({ msg: 'record failed; reported for redelivery', item, error: String(error) });
       return false;
     }

@@ -46,6 +46,11 @@ export interface BatchSource<T extends BatchRecord = BatchRecord> {
   itemIdentifier(record: T): string;
   /** SQS FIFO: the record's message group (order is kept within it). */
   group?(record: T): string;
+  /**
+   * The fields (dotted paths, each a string) a record must have: for its identifier always, for the default key and
+   * the default fingerprint when those are not chosen.
+   */
+  fields: { identifier: string; key: string; fingerprint?: string };
 }
 
 const SQS: BatchSource<SqsRecordLike> = {
@@ -54,6 +59,7 @@ const SQS: BatchSource<SqsRecordLike> = {
   defaultKey: (record) => record.messageId,
   defaultFingerprint: (record) => record.body,
   itemIdentifier: (record) => record.messageId,
+  fields: { identifier: 'messageId', key: 'messageId', fingerprint: 'body' },
 };
 
 const SQS_FIFO: BatchSource<SqsRecordLike> = {
@@ -68,6 +74,7 @@ const KINESIS: BatchSource<KinesisRecordLike> = {
   defaultKey: (record) => record.eventID,
   defaultFingerprint: (record) => record.kinesis.data,
   itemIdentifier: (record) => record.kinesis.sequenceNumber,
+  fields: { identifier: 'kinesis.sequenceNumber', key: 'eventID', fingerprint: 'kinesis.data' },
 };
 
 const DYNAMODB_STREAMS: BatchSource<DynamoDbStreamRecordLike> = {
@@ -76,12 +83,20 @@ const DYNAMODB_STREAMS: BatchSource<DynamoDbStreamRecordLike> = {
   defaultKey: (record) => record.eventID ?? '',
   defaultFingerprint: ({ eventName, dynamodb }) => ({ eventName, keys: dynamodb?.Keys, newImage: dynamodb?.NewImage }),
   itemIdentifier: (record) => record.dynamodb?.SequenceNumber ?? '',
+  fields: { identifier: 'dynamodb.SequenceNumber', key: 'eventID' },
 };
 
 /** The batch's source, from its records (all of one source); a TypeError for anything else. */
 export function batchSource(records: unknown): BatchSource {
   if (!Array.isArray(records)) throw new TypeError('processBatch: the event has no Records array');
-  const sources = new Set(records.map((record) => (record as { eventSource?: unknown } | null)?.eventSource));
+  records.forEach((record, index) => {
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) {
+      throw new TypeError(
+        `processBatch: Records[${index}] is ${JSON.stringify(record) ?? String(record)}, not a record`,
+      );
+    }
+  });
+  const sources = new Set(records.map((record) => (record as { eventSource?: unknown }).eventSource));
   if (sources.size > 1) throw new TypeError(`processBatch: records of several sources (${[...sources].join(', ')})`);
   const [source] = sources;
   if (source === undefined && records.length === 0) return SQS as BatchSource;
@@ -94,6 +109,37 @@ export function batchSource(records: unknown): BatchSource {
   throw new TypeError(
     `processBatch takes SQS, Kinesis and DynamoDB Streams events; these records come from ${String(source)}`,
   );
+}
+
+/**
+ * Checks every record before any runs: each has the fields its source's batch reads (its identifier; its default key
+ * and fingerprint unless chosen), a `TypeError` naming the first record and field missing. A record that cannot be
+ * identified cannot be reported for redelivery: `{ itemIdentifier: undefined }` would fail the whole batch.
+ */
+export function checkRecords(
+  records: readonly BatchRecord[],
+  source: BatchSource,
+  chosen: { key: boolean; fingerprint: boolean },
+): void {
+  const { identifier, key, fingerprint } = source.fields;
+  const paths = [
+    identifier,
+    ...(chosen.key ? [] : [key]),
+    ...(chosen.fingerprint || !fingerprint ? [] : [fingerprint]),
+  ];
+  records.forEach((record, index) => {
+    for (const path of new Set(paths)) {
+      const value = path
+        .split('.')
+        .reduce<unknown>((at, name) => (at as Record<string, unknown> | undefined)?.[name], record);
+      if (typeof value !== 'string' || (path !== fingerprint && value === '')) {
+        throw new TypeError(
+          `processBatch: Records[${index}] (${source.kind}) has no ${path} (a ${path === fingerprint ? '' : 'non-empty '}string)` +
+            `, got ${JSON.stringify(value) ?? 'nothing'}; no record of the batch was run`,
+        );
+      }
+    }
+  });
 }
 
 /** An SQS message attribute's text (`keyAttribute: 'Idempotency-Key'`); undefined when absent. */

@@ -20,14 +20,14 @@ const UNREPLAYABLE_HEADERS = new Set([
 
 export function replayableHeaders(names: unknown, where: string): string[] {
   if (!Array.isArray(names) || names.some((name) => typeof name !== 'string')) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option replayHeaders must be a list of header names, got ${JSON.stringify(names)}`,
     );
   }
   const lower = names.map((name: string) => name.toLowerCase());
   const refused = lower.find((name) => UNREPLAYABLE_HEADERS.has(name));
   if (refused) {
-    throw new Error(
+    throw new TypeError(
       `${where}: replayHeaders may not include ${refused}: it belongs to one response or one connection, and a replay would ` +
         'hand it to whoever sends the key again. Remove it from replayHeaders.',
     );
@@ -50,7 +50,7 @@ export function clockSkewFor(leaseSeconds: number, explicit: number | undefined)
 export function explicitClockSkew(value: unknown, where: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option clockSkewSeconds must be a number of seconds ≥ 0, got ${String(value)}`,
     );
   }
@@ -79,7 +79,7 @@ export function validateCallSettings(
   }
   const lease = settings.pendingTtlSeconds as number | undefined;
   if (clockSkewSeconds !== undefined && lease !== undefined && clockSkewSeconds >= lease / 3) {
-    throw new Error(
+    throw new TypeError(
       `${where}: clockSkewSeconds (${clockSkewSeconds}) must be less than a third of pendingTtlSeconds (${lease}): a live ` +
         'owner renews its lease every third of it, so a larger skew would let another process take over a lease that is ' +
         'still being renewed. Lower clockSkewSeconds or raise pendingTtlSeconds.',
@@ -87,34 +87,38 @@ export function validateCallSettings(
   }
   const { waitMs, storeIf, keyFrom, name, partitionKeyValue, mode } = settings;
   if (mode !== undefined && mode !== 'lease' && mode !== 'optimistic') {
-    throw new Error(`${where}: idempotency option mode must be 'lease' or 'optimistic', got ${JSON.stringify(mode)}`);
+    throw new TypeError(
+      `${where}: idempotency option mode must be 'lease' or 'optimistic', got ${JSON.stringify(mode)}`,
+    );
   }
   if (mode === 'optimistic' && waitMs) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option waitMs has no effect with mode 'optimistic' (a duplicate never waits: it runs, ` +
         'and gets the first stored outcome). Remove waitMs, or use the lease mode.',
     );
   }
   if (name !== undefined && (typeof name !== 'string' || name.length === 0 || name.includes('#'))) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option name must be a non-empty string without '#', got ${JSON.stringify(name)}`,
     );
   }
   partitionKeyValueOption(partitionKeyValue, where);
   const arg = (keyFrom as { arg?: unknown } | undefined)?.arg;
   if (keyFrom !== undefined && (typeof arg !== 'string' || arg === '')) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option keyFrom must be { arg: 'path.to.argument' }, got ${JSON.stringify(keyFrom)}`,
     );
   }
   mcpOption(settings.mcp, where);
   if (storeIf !== undefined && typeof storeIf !== 'function') {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`,
     );
   }
   if (waitMs !== undefined && !(typeof waitMs === 'number' && Number.isFinite(waitMs) && waitMs >= 0)) {
-    throw new Error(`${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`);
+    throw new TypeError(
+      `${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`,
+    );
   }
 }
 
@@ -128,7 +132,7 @@ function mcpOption(mcp: unknown, where: string): void {
     sources.length === 0 ||
     sources.some((source) => !MCP_KEY_SOURCES.includes(source as string))
   ) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option mcp.keySources must be a non-empty list of 'argument', 'meta' and 'header', got ` +
         JSON.stringify(sources),
     );
@@ -141,7 +145,7 @@ export function positiveSeconds(name: string, value: unknown, where: string): nu
 
 export function positiveInteger(name: string, value: unknown, where: string, unit: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw new Error(
+    throw new TypeError(
       `${where}: idempotency option ${name} must be a positive whole number of ${unit}, got ${String(value)}`,
     );
   }
@@ -152,7 +156,7 @@ export function positiveInteger(name: string, value: unknown, where: string, uni
 export function partitionKeyValueOption<T>(value: T, where: string): T {
   if (value === undefined || typeof value === 'function' || (typeof value === 'string' && value.length > 0))
     return value;
-  throw new Error(
+  throw new TypeError(
     `${where}: idempotency option partitionKeyValue must be a non-empty string or a function, got ${String(value)}`,
   );
 }

@@ -1,5 +1,6 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
+import { hasProtectedMethods } from '../decorators/idempotent-method';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { observeOutgoingRequests } from '../unkeyed-calls/outgoing-requests';
@@ -8,9 +9,10 @@ import { IdempotencyContext, injectsIdempotencyContext, untrackContext } from '.
 
 /**
  * Whether protected calls are tracked through AsyncLocalStorage, so that an injected `IdempotencyContext` and the
- * watch over unkeyed side effects (`unkeyedCalls`) find the running claim anywhere in the work. Only when one of them
- * needs it: on Node 20 and 22 AsyncLocalStorage adds work to every promise of the process. `execute()` hands its
- * function a context bound to the call either way.
+ * watch over unkeyed side effects (`unkeyedCalls`) find the running claim anywhere in the work, and a provider method
+ * that calls itself with its key is refused (`IdempotencyReentrantCallError`). Only when one of them needs it: on Node
+ * 20 and 22 AsyncLocalStorage adds work to every promise of the process. `execute()` hands its function a context
+ * bound to the call either way.
  */
 @Injectable()
 export class CallTracking implements OnModuleInit, OnApplicationShutdown {
@@ -43,7 +45,8 @@ export class CallTracking implements OnModuleInit, OnApplicationShutdown {
     const injected = wrappers.some(
       (wrapper) => wrapper.metatype !== CallTracking && injectsIdempotencyContext(wrapper),
     );
-    this.tracked = injected || this.watch !== undefined;
+    this.tracked =
+      injected || this.watch !== undefined || wrappers.some(({ instance }) => hasProtectedMethods(instance));
     if (!this.tracked) untrackContext(this.context);
     if (this.watch) this.stopObserving ??= observeOutgoingRequests();
   }

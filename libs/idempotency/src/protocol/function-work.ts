@@ -1,7 +1,7 @@
 import { IdempotencyKeyMissingError } from '../errors/idempotency.errors';
 import { fingerprintValue } from '../keys/fingerprint';
 import { validateKey } from '../keys/idempotency-key';
-import { recordKey, scopePartition, scopeText } from '../keys/record-key';
+import { checkOperationFits, recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { validateCallSettings } from '../options/option-checks';
 import { ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { replayedBody, storedTypedResult } from '../response/stored-response.codec';
@@ -15,6 +15,23 @@ export type CallFiller = (
   settings: CallSettings & { partition?: string },
 ) => ProtectedCall;
 
+/** The module options a call's checks read. */
+type ModuleSettings = Pick<ResolvedIdempotencyOptions, 'clockSkewSeconds' | 'layout'>;
+
+/**
+ * Checks `execute()`'s options before anything is claimed: the operation (non-empty, and short enough for the table's
+ * key once written as `fn <operation>`) and the call settings, each a `TypeError` naming it.
+ */
+export function checkExecuteOptions(options: Omit<ExecuteOptions, 'key'>, module: ModuleSettings): void {
+  const { operation } = options ?? {};
+  if (typeof operation !== 'string' || operation.length === 0) {
+    throw new TypeError("IdempotencyService.execute needs an operation name (e.g. { operation: 'charge-card', key }).");
+  }
+  const where = `IdempotencyService.execute(${operation.slice(0, 40)})`;
+  checkOperationFits(`fn ${operation}`, 'operation', where, module.layout);
+  validateCallSettings(options, where, module.clockSkewSeconds);
+}
+
 /**
  * `IdempotencyService.execute()`'s work: a plain function, keyed by `fn <operation>`, the caller's key and scope, its
  * result stored as the JSON it would be sent as. The options are checked before anything is claimed.
@@ -22,14 +39,11 @@ export type CallFiller = (
 export function functionWork<T>(
   options: ExecuteOptions,
   fn: (context: IdempotencyContext) => T | Promise<T>,
-  module: Pick<ResolvedIdempotencyOptions, 'clockSkewSeconds' | 'layout'>,
+  module: ModuleSettings,
   fill: CallFiller,
 ): ProtectedWork<T> {
+  checkExecuteOptions(options, module);
   const { operation } = options;
-  if (typeof operation !== 'string' || operation.length === 0) {
-    throw new TypeError("IdempotencyService.execute needs an operation name (e.g. { operation: 'charge-card', key }).");
-  }
-  validateCallSettings(options, `IdempotencyService.execute(${operation})`, module.clockSkewSeconds);
   return {
     describe: () => {
       const key = validateKey(options.key);

@@ -24,6 +24,8 @@ export interface RunningClaim {
   watch?: UnkeyedCallWatch;
   /** The call's route as reports name it (`POST /orders`, `fn charge-card`): asked only when one is made. */
   route?: () => string;
+  /** The tracked protected call this one runs inside, if any: a call under a record key one of them holds re-enters. */
+  parent?: RunningClaim;
   /** Where its steps run: recorded on the record as its owner, or run without a record (optimistic mode). */
   steps: StepRunner;
 }
@@ -33,6 +35,17 @@ const claims = new AsyncLocalStorage<RunningClaim>();
 /** The claim of the tracked protected call running here, if any (the unkeyed-call observers ask). */
 export function runningClaim(): RunningClaim | undefined {
   return claims.getStore();
+}
+
+/**
+ * The running claim, here or in a call this one runs inside, that holds `recordKey`: a protected call under it would
+ * wait on itself for ever (a method that calls itself with its key). Tracked calls only.
+ */
+export function claimHolding(recordKey: string): RunningClaim | undefined {
+  for (let claim = claims.getStore(); claim; claim = claim.parent) {
+    if (claim.open && claim.recordKey === recordKey) return claim;
+  }
+  return undefined;
 }
 
 // The retrying client (`nestjs-dynamodb-idempotency/client`, which imports nothing of Nest) asks the tracked call it

@@ -1,16 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { IdempotencyError, IdempotencyInFlightError, IdempotencyMismatchError } from '../errors/idempotency.errors';
+import {
+  IdempotencyError,
+  IdempotencyInFlightError,
+  IdempotencyMismatchError,
+  IdempotencyReentrantCallError,
+} from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
-import { IdempotencyRecord, isClaimable, StoredResponse } from '../repository/idempotency.record';
+import { claimableBy, IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { replayOf } from './completed-response';
-import { IdempotencyContext } from './idempotency-context';
-import { functionWork } from './function-work';
+import { claimHolding, IdempotencyContext } from './idempotency-context';
+import { checkExecuteOptions, functionWork } from './function-work';
 import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
@@ -107,6 +112,14 @@ export class IdempotencyService implements OnApplicationShutdown {
     );
   }
 
+  /**
+   * Checks `execute()`'s options without running anything (`processBatch` does, before its first record): a `TypeError`
+   * naming the first bad one (an empty or too long operation, a setting that is not a usable number).
+   */
+  checkOptions(options: Omit<ExecuteOptions, 'key'>): void {
+    checkExecuteOptions(options, this.options);
+  }
+
   /** Fills a call's settings from the module's options (overrides are validated where they are declared). */
   call(recordKey: string, fingerprint: string, settings: CallSettings & { partition?: string }): ProtectedCall {
     return protectedCall(recordKey, fingerprint, settings, this.options);
@@ -118,6 +131,7 @@ export class IdempotencyService implements OnApplicationShutdown {
    */
   forget(recordKey: string): void {
     this.cache.evict(recordKey);
+    this.flights.unconfirm(recordKey);
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */
@@ -140,6 +154,8 @@ export class IdempotencyService implements OnApplicationShutdown {
       const described = work.describe();
       call = described instanceof Promise ? await described : described;
       if (!call) return await work.execute();
+      const holder = claimHolding(call.recordKey);
+      if (holder) throw new IdempotencyReentrantCallError(holder.route?.() ?? call.recordKey);
       call.transport = work.transport;
       if (report) call.report = report;
       const acquired =
@@ -196,7 +212,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       let existing: IdempotencyRecord | undefined = claim.claimed
         ? localOwner(call, flight, claim.claimToken)
         : claim.existing;
-      while (existing && !isClaimable(existing, this.clock.nowSeconds(), call.clockSkewSeconds)) {
+      while (existing && !claimableBy(existing, call.fingerprint, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (existing.status === 'COMPLETED') {
           const { sealer } = this.options;

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { recordKey, scopePartition, scopeText } from '../keys/record-key';
+import { checkOperationFits, recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { positiveSeconds } from '../options/option-checks';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
@@ -38,10 +38,15 @@ export class OneTimeTokens {
       options.ttlSeconds === undefined
         ? this.options.ttlSeconds
         : positiveSeconds('ttlSeconds', options.ttlSeconds, 'OneTimeTokens.consume');
-    const scope = scopeText(options.scope);
+    const { purpose = 'token' } = options;
+    if (typeof purpose !== 'string' || purpose.length === 0) {
+      throw new TypeError(`OneTimeTokens.consume: the purpose must be a non-empty string, got ${String(purpose)}`);
+    }
     const { layout, clockSkewSeconds } = this.options;
+    checkOperationFits(`once ${purpose}`, 'purpose', 'OneTimeTokens.consume', layout);
+    const scope = scopeText(options.scope);
     const result = await this.repository.putCompleted({
-      key: recordKey(`once ${options.purpose ?? 'token'}`, scope, token),
+      key: recordKey(`once ${purpose}`, scope, token),
       partition: layout.sortKey ? scopePartition(layout.keyPrefix, scope) : undefined,
       fingerprint: 'consumed',
       response: { statusCode: 200, headers: {} },

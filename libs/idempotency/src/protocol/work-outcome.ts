@@ -3,7 +3,7 @@ import { CommitWrite } from '../repository/commit-write';
 import { omittedInWords, StoredResponse } from '../repository/idempotency.record';
 import { omitted } from '../response/stored-response.codec';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
-import { boundContext, runInClaim, RunningClaim } from './idempotency-context';
+import { boundContext, runInClaim, RunningClaim, runningClaim } from './idempotency-context';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import type { StepRunner } from './step-runner';
 
@@ -70,8 +70,9 @@ function runClaimed<T>(
     writes: [],
     open: true,
     watch,
-    route: watch && (() => work.origin?.().operation ?? call.recordKey),
+    route: () => work.origin?.().operation ?? call.recordKey,
     steps,
+    parent: runningClaim(),
   };
   const ended = (outcome: WorkOutcome<T>, writes: CommitWrite[]): ClaimedRun<T> => {
     claim.open = false;

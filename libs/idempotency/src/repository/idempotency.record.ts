@@ -138,3 +138,20 @@ export function isClaimable(
   if (record.status === 'FAILED') return true;
   return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);
 }
+
+/**
+ * Whether a claim for a request (its `fingerprint`) may take the record over: `isClaimable`, except that a released
+ * record that holds recorded steps (a FAILED attempt, an MCP call waiting for its user's input) stays its request's
+ * until it expires: another request under the key is refused as a mismatch, never run over the first one's recorded
+ * effects (which its re-sent call would then find gone).
+ */
+export function claimableBy(
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps'>,
+  fingerprint: string,
+  nowSeconds: number,
+  clockSkewSeconds = 0,
+): boolean {
+  if (!isClaimable(record, nowSeconds, clockSkewSeconds)) return false;
+  const heldSteps = record.status === 'FAILED' && (record.steps?.length ?? 0) > 0 && record.expiresAt >= nowSeconds;
+  return !heldSteps || record.fingerprint === fingerprint;
+}

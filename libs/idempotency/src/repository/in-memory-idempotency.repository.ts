@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
+import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
 import { readRecord, readSteps, StoredRecord, storedRecord } from './in-memory-records';
 import {
   ClaimInput,
@@ -98,9 +98,8 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   }: ClaimInput): Promise<ClaimResult> {
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
-    if (existing && !isClaimable(existing, now, clockSkewSeconds)) {
-      return { claimed: false, existing: readRecord(existing) };
-    }
+    const read = existing && readRecord(existing);
+    if (read && !claimableBy(read, fingerprint, now, clockSkewSeconds)) return { claimed: false, existing: read };
     const claimToken = nextClaimToken();
     // The same request left unfinished is resumed with its steps; anything else starts without.
     const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;

@@ -7,6 +7,7 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../opt
 import { validateCallSettings } from '../options/option-checks';
 import { IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
 import { idempotentOptionsOf } from '../options/route-settings';
+import { OperationNames } from './operation-names';
 import {
   GRAPHQL_RESOLVER_TYPE_METADATA,
   InstanceWrapper,
@@ -36,14 +37,16 @@ export class IdempotentRoutesCheck implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
+    const operations = new OperationNames(this.options.layout);
     const problems = [
-      ...this.discovery.getControllers().flatMap((wrapper) => this.check(wrapper, true)),
-      ...this.discovery.getProviders().flatMap((wrapper) => this.check(wrapper, false)),
+      ...this.discovery.getControllers().flatMap((wrapper) => this.check(wrapper, true, operations)),
+      ...this.discovery.getProviders().flatMap((wrapper) => this.check(wrapper, false, operations)),
     ];
+    problems.push(...operations.problems());
     if (problems.length > 0) throw new Error(`Invalid @Idempotent() usage:\n- ${problems.join('\n- ')}`);
   }
 
-  private check(wrapper: InstanceWrapper, isController: boolean): string[] {
+  private check(wrapper: InstanceWrapper, isController: boolean, operations: OperationNames): string[] {
     const prototype = prototypeOf(wrapper);
     if (!prototype) return [];
     const type = prototype.constructor;
@@ -63,10 +66,12 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       const where = `${type.name}.${name}`;
       const problem = isController
         ? this.handlerProblem(prototype, name, handler, wrapper)
-        : providerProblem(handler, options, wrapper);
+        : providerProblem(handler, options, wrapper, where);
       if (problem) return [`${where}: ${problem}`];
       try {
         validateCallSettings(options, where, this.options.clockSkewSeconds);
+        operations.add(type, name, handler, options, where);
+        if (!isController) this.addOverridden(prototype, name, handler, operations);
       } catch (error) {
         return [(error as Error).message];
       }
@@ -78,6 +83,23 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       }
       return [];
     });
+  }
+
+  /**
+   * The protected methods a provider's method overrides, which its `super` calls reach: operations of the application
+   * too, under the provider's class (a base class's method reached by two subclasses is two operations).
+   */
+  private addOverridden(prototype: object, name: string, handler: Function, operations: OperationNames): void {
+    const type = prototype.constructor;
+    for (let base = Object.getPrototypeOf(prototype); base && base !== Object.prototype;) {
+      const method: unknown = Object.getOwnPropertyDescriptor(base, name)?.value;
+      const options = typeof method === 'function' ? this.reflector.get(IdempotentRoute, method) : undefined;
+      if (options && method !== handler) {
+        const where = `${(base as object).constructor.name}.${name} (overridden by ${type.name}.${name})`;
+        operations.add(type, name, method as Function, options, where);
+      }
+      base = Object.getPrototypeOf(base);
+    }
   }
 
   /** A sort-key layout puts an unscoped route's records in one partition: its writes share that partition's limit. */
@@ -147,7 +169,12 @@ function isUploadInterceptor(entry: unknown, wrapper: InstanceWrapper): boolean 
   return typeof (instance as { multer?: { single?: unknown } } | undefined)?.multer?.single === 'function';
 }
 
-function providerProblem(handler: object, options: IdempotentOptions, wrapper: InstanceWrapper): string | undefined {
+function providerProblem(
+  handler: object,
+  options: IdempotentOptions,
+  wrapper: InstanceWrapper,
+  where: string,
+): string | undefined {
   if (Reflect.hasMetadata(WEBSOCKET_MESSAGE_METADATA, handler)) return 'WebSocket gateway handlers are not supported';
   if (isGraphqlMutation(handler)) return undefined;
   const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler);
@@ -156,6 +183,14 @@ function providerProblem(handler: object, options: IdempotentOptions, wrapper: I
   }
   if (typeof options.key !== 'function') {
     return 'a provider method needs key: (...args) => string, a function of its arguments (there is no Idempotency-Key header), e.g. key: (event) => event.id';
+  }
+  if (options.name === undefined) {
+    const suggestion = where.charAt(0).toLowerCase() + where.slice(1);
+    return (
+      `a provider method needs name, the operation its records are kept under, unique in the application (e.g. ` +
+      `name: '${suggestion}'): a class's runtime name is not a stable identity (mixin(), bundlers and subclasses ` +
+      'change it), and two operations that share records answer each other'
+    );
   }
   if (!wrapper.isTransient && !wrapper.isDependencyTreeStatic()) {
     return 'a request-scoped provider (or one that depends on one) has no instance before its request; make it a singleton, or call IdempotencyService.execute() inside the method';

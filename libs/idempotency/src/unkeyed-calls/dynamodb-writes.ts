@@ -18,8 +18,9 @@ type Write = { TableName?: string; ConditionExpression?: string };
 /**
  * The tables a command writes without a condition, or none: a single write without a `ConditionExpression`, every
  * table of a `BatchWriteItem` (which takes no conditions), a transaction's `Put`, `Update` or `Delete` without one, and
- * PartiQL `UPDATE` or `DELETE` statements whose `WHERE` is one equality (the key alone; an `INSERT` fails on an
- * existing key by itself).
+ * PartiQL statements (`ExecuteStatement`, `BatchExecuteStatement`, `ExecuteTransaction`) reported as a `PutItem` is:
+ * an `INSERT` (a re-run inserts again under a new key, or fails on its own first insert and never completes), and an
+ * `UPDATE` or `DELETE` whose `WHERE` is one equality (the key alone).
  */
 function unconditionalTargets(commandName: string, input: unknown): { operation: string; tables: string[] } {
   const none = { operation: '', tables: [] };
@@ -61,12 +62,13 @@ function partiqlStatements(commandName: string, input: unknown): string[] | unde
   return many?.map(({ Statement }) => String(Statement ?? ''));
 }
 
-const PARTIQL_WRITE = /^\s*(UPDATE|DELETE\s+FROM)\s+("[^"]+"|\S+)(.*)$/is;
+const PARTIQL_WRITE = /^\s*(UPDATE|DELETE\s+FROM|INSERT\s+INTO)\s+("[^"]+"|\S+)(.*)$/is;
 
-/** The table of an `UPDATE` or `DELETE` whose `WHERE` is a single equality (no `AND`, no function), or none. */
+/** The table of an `INSERT`, or of an `UPDATE` or `DELETE` whose `WHERE` is one equality (no `AND`, no function). */
 function unconditionalStatement(statement: string): string[] {
   const write = PARTIQL_WRITE.exec(statement);
   if (!write) return [];
+  if (/^INSERT/i.test(write[1])) return [write[2].replace(/^"|"$/g, '')];
   const where = /\bWHERE\b(.*)$/is.exec(write[3])?.[1] ?? '';
   const conditioned = /\b(AND|OR|attribute_\w+|begins_with|contains|size|IN|BETWEEN)\b|<|>/i.test(
     where.replace(/'[^']*'/g, ''),
