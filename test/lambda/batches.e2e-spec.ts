@@ -319,4 +319,96 @@ describe.each(ENGINES)('processBatch (%s)', (engine) => {
       'processBatch needs options.operation',
     );
   });
+
+  it('an option that is not a usable number, or of the wrong kind, is a TypeError at the call: nothing runs, nothing is reported done', async () => {
+    const idempotency = await container(await table('batch-options'));
+    const batch = { Records: [sqs('o-1', 'one'), sqs('o-2', 'two')] };
+    const unsetEnvironment = process.env.BATCH_CONCURRENCY_NOT_SET;
+    for (const [option, value, message] of [
+      ['concurrency', NaN, 'processBatch: options.concurrency must be a whole number ≥ 1, got NaN'],
+      ['concurrency', 0, 'options.concurrency must be a whole number ≥ 1, got 0'],
+      ['concurrency', -2, 'options.concurrency must be a whole number ≥ 1, got -2'],
+      ['concurrency', '4', 'options.concurrency must be a whole number ≥ 1, got "4"'],
+      ['concurrency', Number(unsetEnvironment), 'options.concurrency must be a whole number ≥ 1, got NaN'],
+      ['minRemainingMs', NaN, 'options.minRemainingMs must be a number of milliseconds ≥ 0, got NaN'],
+      ['minRemainingMs', -1, 'options.minRemainingMs must be a number of milliseconds ≥ 0, got -1'],
+      ['ttlSeconds', NaN, 'idempotency option ttlSeconds must be a positive whole number of seconds, got NaN'],
+      ['pendingTtlSeconds', '60', 'idempotency option pendingTtlSeconds must be a positive whole number of seconds'],
+      ['waitMs', -5, 'idempotency option waitMs must be a number of milliseconds ≥ 0, got -5'],
+      ['key', 'messageId', 'options.key must be a function of the record, got "messageId"'],
+      ['keyAttribute', '', "options.keyAttribute must be an SQS message attribute's name"],
+      ['scope', { tenant: 1 }, 'options.scope must be a string or a number'],
+    ] as const) {
+      const options = { idempotency, operation: 'opt', [option]: value };
+      const call = processBatch(batch, context(), charge, options as never);
+      await expect(call).rejects.toThrow(TypeError);
+      await expect(call).rejects.toThrow(message);
+    }
+    await expect(
+      processBatch({ Records: [kinesis('1', 'k')] }, context(), charge, {
+        idempotency,
+        operation: 'opt',
+        keyAttribute: 'Idempotency-Key',
+      }),
+    ).rejects.toThrow('options.keyAttribute must be left out for kinesis records');
+    await expect(processBatch(batch, context(), charge, { idempotency, operation: 'x'.repeat(3000) })).rejects.toThrow(
+      'operation makes an operation of 3003 bytes',
+    );
+    expect(effects).toEqual([]);
+  });
+
+  it('a malformed record is a TypeError naming its index and field, before any record runs', async () => {
+    const idempotency = await container(await table('batch-malformed'));
+    const run = (records: unknown[]) =>
+      processBatch({ Records: records } as never, context(), charge, { idempotency, operation: 'bad' });
+    const { kinesis: _dropped, ...withoutKinesis } = kinesis('2', 'k2');
+    const { messageId: _id, ...withoutId } = sqs('x', 'two');
+    await expect(run([kinesis('1', 'k1'), withoutKinesis])).rejects.toThrow(
+      'processBatch: Records[1] (kinesis) has no kinesis.sequenceNumber (a non-empty string), got nothing; no record of the batch was run',
+    );
+    await expect(run([sqs('m-1', 'one'), withoutId])).rejects.toThrow(
+      'processBatch: Records[1] (sqs) has no messageId (a non-empty string)',
+    );
+    await expect(run([sqs('m-1', 'one'), null])).rejects.toThrow('processBatch: Records[1] is null, not a record');
+    await expect(run([sqs('m-1', 'one'), sqs('m-2', undefined as never)])).rejects.toThrow(
+      'processBatch: Records[1] (sqs) has no body (a string)',
+    );
+    const { dynamodb: _change, ...withoutChange } = streamRecord('9', 'x');
+    await expect(run([withoutChange])).rejects.toThrow('Records[0] (dynamodb-streams) has no dynamodb.SequenceNumber');
+    expect(effects).toEqual([]);
+    // A key chosen by a function needs no event id; a context without getRemainingTimeInMillis has no deadline.
+    const { eventID: _event, ...withoutEventId } = kinesis('3', 'k3');
+    const chosen = await processBatch({ Records: [withoutEventId] } as never, {} as never, charge, {
+      idempotency,
+      operation: 'bad',
+      key: (record) => (record as KinesisStreamRecord).kinesis.sequenceNumber,
+    });
+    expect(chosen).toEqual({ batchItemFailures: [] });
+    expect(effects).toEqual(['k3']);
+  });
+
+  it('a record completed before whose result could not be stored is done: not reported again, so a stream does not stall', async () => {
+    const idempotency = await container(await table('batch-unstored'));
+    const cyclic = async (record: KinesisStreamRecord) => {
+      effects.push(record.kinesis.sequenceNumber);
+      const response: Record<string, unknown> = { status: 200 };
+      response.request = { response }; // an axios-like response: it refers to itself
+      return response;
+    };
+    const shard = { Records: [kinesis('300', 'a'), kinesis('301', 'b')] };
+    expect(await processBatch(shard, context(), cyclic, { idempotency, operation: 'cyc' })).toEqual({
+      batchItemFailures: [],
+    });
+    const withFunction = async (record: SQSRecord) => ({ id: record.messageId, pay: () => 1 });
+    const queue = { Records: [sqs('f-1', 'one')] };
+    for (let delivery = 0; delivery < 3; delivery++) {
+      expect(await processBatch(shard, context(), cyclic, { idempotency, operation: 'cyc' })).toEqual({
+        batchItemFailures: [],
+      });
+      expect(await processBatch(queue, context(), withFunction, { idempotency, operation: 'fun' })).toEqual({
+        batchItemFailures: [],
+      });
+    }
+    expect(effects).toEqual(['300', '301']);
+  });
 });

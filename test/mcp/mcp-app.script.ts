@@ -62,6 +62,19 @@ class PaymentTools {
     return { seat: args.seat, bookedBy: process.pid };
   }
 
+  /** A receipt with a function member (a formatter): JSON sends the data, and leaves the function out. */
+  @Tool({
+    name: 'receipt',
+    description: 'Issues a receipt once per idempotency key.',
+    parameters: z.object({ idempotencyKey, amount: z.number() }),
+  })
+  @Idempotent()
+  async receipt(@Payload() args: { amount: number }) {
+    const receiptId = randomUUID();
+    effect(`receipt ${args.amount} ${receiptId}`);
+    return { receiptId, amount: args.amount, format: () => `${receiptId}: ${args.amount}` };
+  }
+
   /** Charges, asks the user (an elicitation, a multi round-trip request) where to ship, then ships. */
   @Tool({
     name: 'charge',

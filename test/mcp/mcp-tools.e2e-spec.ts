@@ -143,6 +143,38 @@ describe('@Idempotent() MCP tools, two server processes', () => {
     expect(ships[0].endsWith(` ${servers[1].child.pid}`)).toBe(true);
   });
 
+  it('while a call waits for its user’s input, the same key with other arguments is refused, nothing charged; the continuation resumes', async () => {
+    const [a, b] = await Promise.all([agent(servers[0]), agent(servers[1])]);
+    const key = randomUUID();
+    const asked = (await a.callTool(
+      { name: 'charge', arguments: { idempotencyKey: key, amount: 11 } },
+      { allowInputRequired: true },
+    )) as { resultType?: string };
+    expect(asked.resultType).toBe('input_required');
+    const other = await call(b, 'charge', { idempotencyKey: key, amount: 99 });
+    expect(other.isError).toBe(true);
+    expect(other._meta?.[PROBLEM]).toMatchObject({ type: 'urn:nestjs-dynamodb-idempotency:fingerprint-mismatch' });
+    const answered = (await b.callTool({
+      name: 'charge',
+      arguments: { idempotencyKey: key, amount: 11 },
+      inputResponses: { address: { action: 'accept', content: { address: '3 Elm St' } } },
+    } as never)) as ToolResult;
+    expect(answered.content[0].text).toContain('Charged 11');
+    expect(lines('charge').filter((line) => line.startsWith('charge 99 '))).toEqual([]);
+    expect(lines('charge').filter((line) => line.startsWith('charge 11 '))).toHaveLength(1);
+  });
+
+  it('a result with a function member: stored as the JSON the client was sent, and replayed as that same answer', async () => {
+    const [a, b] = await Promise.all([agent(servers[0]), agent(servers[1])]);
+    const key = randomUUID();
+    const first = await call(a, 'receipt', { idempotencyKey: key, amount: 12 });
+    const second = await call(b, 'receipt', { idempotencyKey: key, amount: 12 });
+    expect(first.isError).toBeFalsy();
+    expect(JSON.parse(first.content[0].text!)).toEqual({ receiptId: expect.any(String), amount: 12 });
+    expect(second).toEqual({ ...first, _meta: { ...first._meta, [REPLAYED]: true } });
+    expect(lines('receipt').filter((line) => line.startsWith('receipt 12 '))).toHaveLength(1);
+  });
+
   it('a plain value returned by the tool: the replay is the same CallToolResult, marked', async () => {
     const [a, b] = await Promise.all([agent(servers[0]), agent(servers[1])]);
     const key = randomUUID();

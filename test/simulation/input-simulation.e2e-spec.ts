@@ -231,7 +231,7 @@ describe.each(STORES)('generated inputs on the %s store', (store) => {
   }, 300_000);
 
   it(`gives different requests different downstream keys, one key per call (${runs} runs)`, async () => {
-    const { service } = await instance();
+    const { service, admin } = await instance();
     const sent: string[] = [];
     const http = createIdempotentClient({
       fetch: async (_url, init) => {
@@ -250,7 +250,7 @@ describe.each(STORES)('generated inputs on the %s store', (store) => {
         const keysOf = async (amount: number) => {
           sent.length = 0;
           const refused: unknown[] = [];
-          await service
+          const error = await service
             .execute({ operation: 'downstream', key, fingerprint: { amount } }, async (context) => {
               await context.step('charge', async () => {
                 for (const name of names) {
@@ -259,12 +259,20 @@ describe.each(STORES)('generated inputs on the %s store', (store) => {
                   });
                 }
               });
-              throw new Error('not final'); // released: the next request under the key runs again
+              throw new Error('not final'); // released: the same request under the key runs again
             })
-            .catch(() => undefined);
-          return { keys: [...sent], refused };
+            .catch((thrown: unknown) => thrown);
+          return { keys: [...sent], refused, error };
         };
         const first = await keysOf(100);
+        if (!sameRequest) {
+          // The released record holds the first request's step: another request is refused until an operator's forced
+          // release (or the record's expiry) lets it go, and sends nothing meanwhile.
+          const refusedRequest = await keysOf(999);
+          expect(refusedRequest.error).toBeInstanceOf(IdempotencyMismatchError);
+          expect(refusedRequest.keys).toEqual([]);
+          expect((await admin.release({ name: 'fn downstream', key }, { force: true })).done).toBe(true);
+        }
         const second = await keysOf(sameRequest ? 100 : 999);
         // Within a run: one key per call (a second call without a name is refused before it is sent).
         const unnamed = names.filter((name) => name === undefined).length;

@@ -20,11 +20,11 @@ import { INPUT_RUNS, INPUT_SEED, jsonMeaning, NotJson } from './inputs';
 
 /**
  * What `@Idempotent()` on a provider method accepts, generated: the values its key function returns (text of any
- * kind, numbers, empty and over-long keys, control characters, objects, nothing) and its first argument, the default
- * fingerprint (any value, JSON or not). Two application instances on one store call the method in turn; checked on
- * every run: a key or argument the module refuses fails the call before the method runs, the method runs at most once
- * per key, and a second call gets the first one's answer exactly when it is the same call as JSON says it, else a
- * mismatch.
+ * kind, numbers, empty and over-long keys, control characters, objects, nothing) and its arguments, the default
+ * fingerprint (any values, JSON or not; a second argument or none). Two application instances on one store call the
+ * method in turn; checked on every run: a key or argument the module refuses fails the call before the method runs,
+ * the method runs at most once per key, and a second call gets the first one's answer exactly when it is the same call
+ * as JSON says it (every argument; one left out is the same as `undefined`), else a mismatch.
  */
 const runs = INPUT_RUNS;
 const seed = INPUT_SEED;
@@ -36,11 +36,13 @@ interface Message {
 
 /** Every run of the method, by the key it was given. */
 const runsByKey = new Map<string, number>();
+/** What the method answers when it runs (set before each call: not an argument, which the fingerprint covers). */
+let answer = '';
 
 @Injectable()
 class Consumer {
   @Idempotent({ name: 'consumer.handle', key: (message: Message) => message.key as string })
-  async handle(message: Message, answer: string): Promise<string> {
+  async handle(message: Message, _extra?: unknown): Promise<string> {
     const key = String(message.key);
     runsByKey.set(key, (runsByKey.get(key) ?? 0) + 1);
     return answer;
@@ -116,7 +118,8 @@ describe.each(STORES)('generated method inputs on the %s store', (store) => {
           payload,
           fc.boolean(),
           fc.option(payload, { nil: undefined }),
-          async (value, first, sameKey, other) => {
+          fc.option(payload, { nil: undefined }),
+          async (value, first, sameKey, other, extra) => {
             // Each run its own keys: a string gets the store's and the run's prefix (a long one stays over the limit), a
             // number the run's range.
             const prefix = `${store}-${++run}-`;
@@ -128,15 +131,25 @@ describe.each(STORES)('generated method inputs on the %s store', (store) => {
             const firstKey = ownKey(value);
             const secondKey = sameKey ? firstKey : `${prefix}other`;
             const second = other === undefined ? first : other;
-            const call = (consumer: Consumer, key: unknown, body: unknown, answer: string) =>
-              consumer.handle({ key, payload: body }, answer).then(
+            // The first call without a second argument, the second with `extra` (when there is one).
+            const call = (consumer: Consumer, key: unknown, body: unknown, given: string, more?: unknown) => {
+              answer = given;
+              const calling =
+                more === undefined
+                  ? consumer.handle({ key, payload: body })
+                  : consumer.handle({ key, payload: body }, more);
+              return calling.then(
                 (got) => ({ got }),
                 (error: unknown) => ({ error }),
               );
-            const outcomes = [await call(a, firstKey, first, 'first'), await call(b, secondKey, second, 'second')];
-            const meaning = (body: unknown, key: unknown) => {
+            };
+            const outcomes = [
+              await call(a, firstKey, first, 'first'),
+              await call(b, secondKey, second, 'second', extra),
+            ];
+            const meaning = (body: unknown, key: unknown, more?: unknown) => {
               try {
-                return jsonMeaning({ key, payload: body });
+                return jsonMeaning(more === undefined ? [{ key, payload: body }] : [{ key, payload: body }, more]);
               } catch (error) {
                 if (error instanceof NotJson) return undefined;
                 throw error;
@@ -144,7 +157,7 @@ describe.each(STORES)('generated method inputs on the %s store', (store) => {
             };
             const expected = [
               { key: keyOf(firstKey), meaning: meaning(first, firstKey) },
-              { key: keyOf(secondKey), meaning: meaning(second, secondKey) },
+              { key: keyOf(secondKey), meaning: meaning(second, secondKey, extra) },
             ];
             let stored: { key: string; meaning: string } | undefined;
             for (const [i, { key, meaning: asJson }] of expected.entries()) {

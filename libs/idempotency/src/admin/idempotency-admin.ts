@@ -127,7 +127,8 @@ export class IdempotencyAdmin {
   /**
    * Removes a PENDING or FAILED record so the key can be claimed at once (a COMPLETED one only with `force`), on the
    * condition that its claim token is still the one just read. A running owner's completion is then refused. A record
-   * with recorded steps is marked FAILED instead, so that the next request resumes from them.
+   * with recorded steps is marked FAILED instead, so that the next request resumes from them (and another request with
+   * the key is refused until it expires); with `force` it is removed, its steps forgotten: they run again.
    */
   async release(selector: KeySelector, { force = false }: { force?: boolean } = {}): Promise<AdminResult> {
     const location = this.locate(selector);
@@ -143,8 +144,10 @@ export class IdempotencyAdmin {
         : record.status === 'COMPLETED'
           ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
           : 'released: the next request runs the handler';
-    if (record.status !== 'COMPLETED' && record.steps?.length) return this.failKeepingSteps(record, note);
-    return this.remove(record, note);
+    const steps = record.steps?.length ?? 0;
+    if (record.status !== 'COMPLETED' && steps > 0 && !force) return this.failKeepingSteps(record, note);
+    const forgotten = steps > 0 ? `; its ${steps} recorded step(s) are forgotten and run again` : '';
+    return this.remove(record, note + forgotten);
   }
 
   /**

@@ -88,7 +88,8 @@ export async function processBatch<T extends BatchRecord, R>(
 function checkBatchOptions(options: BatchOptions<never>, source: BatchSource): void {
   const { concurrency, minRemainingMs, key, keyAttribute, fingerprint, scope } = options;
   const refuse = (name: string, what: string, value: unknown) => {
-    throw new TypeError(`processBatch: options.${name} must be ${what}, got ${JSON.stringify(value) ?? String(value)}`);
+    const shown = typeof value === 'number' || value === undefined ? String(value) : JSON.stringify(value);
+    throw new TypeError(`processBatch: options.${name} must be ${what}, got ${shown}`);
   };
   if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency >= 1)) {
     refuse('concurrency', 'a whole number ≥ 1', concurrency);

@@ -27,8 +27,7 @@ export class KeyOwner {
   async run<T>(call: ProtectedCall, won: WonClaim, work: ProtectedWork<T>): Promise<T> {
     const { claimToken, flight } = won;
     // Each renewal moves the flight's lease end: requests that join it know how long the owner holds the key.
-    const { repository, telemetry } = this.journal;
-    const heartbeat = new LeaseHeartbeat(repository, telemetry, call, claimToken, flight);
+    const heartbeat = new LeaseHeartbeat(this.journal, call, claimToken, flight);
     this.heartbeats.add(heartbeat);
     try {
       const { outcome, writes } = await runUnderClaim(call, claimToken, work, this.environment, this.steps(call, won));

@@ -70,8 +70,7 @@ describe('LeaseHeartbeat', () => {
       leaseLost: false,
     } as { leaseEndsAt: number; leaseLost: boolean };
     const heartbeat = new LeaseHeartbeat(
-      repository,
-      telemetry,
+      { repository, telemetry, clock },
       { recordKey: key, leaseSeconds, maxLeaseSeconds },
       claim.claimToken,
       lease,
@@ -94,14 +93,14 @@ describe('LeaseHeartbeat', () => {
   });
 
   it('cuts each renewal at an invocation deadline (AWS Lambda), and sends none once it has passed', async () => {
-    jest.setSystemTime(1_000_000_000_000); // a whole second: the deadline is 2 s from now
+    clock = new ManualClock(1_000_000_000_000); // a whole second: the deadline is 2 s from now
+    repository = new HeldRepository(clock);
     const key = 'POST /heartbeat#deadline';
     const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 2 });
     if (!claim.claimed) throw new Error('claim lost');
     const { claimToken } = claim;
     const heartbeat = new LeaseHeartbeat(
-      repository,
-      telemetry,
+      { repository, telemetry, clock },
       { recordKey: key, leaseSeconds: 3, maxLeaseSeconds: 3600, deadline: 1_000_000_002 },
       claimToken,
       { leaseEndsAt: 0, leaseLost: false },

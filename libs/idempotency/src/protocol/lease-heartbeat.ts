@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { leaseSecondsAt, ProtectedCall } from './protected-call';
@@ -35,13 +36,17 @@ export class LeaseHeartbeat implements Repeating {
   private renewing = false;
   private stopped = false;
 
+  private readonly repository: IdempotencyRepository;
+  private readonly telemetry: IdempotencyTelemetry;
+  private readonly clock: IdempotencyClock;
+
   constructor(
-    private readonly repository: IdempotencyRepository,
-    private readonly telemetry: IdempotencyTelemetry,
+    owner: { repository: IdempotencyRepository; telemetry: IdempotencyTelemetry; clock: IdempotencyClock },
     private readonly call: LeasedCall,
     private readonly claimToken: string,
     private readonly lease: LeaseEnd,
   ) {
+    ({ repository: this.repository, telemetry: this.telemetry, clock: this.clock } = owner);
     this.intervalMs = (call.leaseSeconds * 1000) / 3;
     this.renewUntil = performance.now() + call.maxLeaseSeconds * 1000;
     renewals.add(this);
@@ -70,7 +75,7 @@ export class LeaseHeartbeat implements Repeating {
     }
     // A tick that fires after the deadline (a frozen Lambda container, thawed) renews nothing: the lease was the
     // invocation's, and may belong to another caller by now.
-    const leaseSeconds = leaseSecondsAt(this.call, Math.floor(Date.now() / 1000));
+    const leaseSeconds = leaseSecondsAt(this.call, this.clock.nowSeconds());
     if (leaseSeconds === 0) return this.stop();
     this.renewing = true;
     try {

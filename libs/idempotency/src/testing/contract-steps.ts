@@ -5,8 +5,9 @@ import { ContractContext, sameData } from './contract-context';
 
 /**
  * The contract, part four: recovery points (`recordStep`). A claim that resumes the same request (a FAILED attempt, an
- * expired lease, with the same fingerprint) hands back the steps recorded and its run number; any other claim starts
- * without them; a step is recorded only while its claim owns the record.
+ * expired lease, with the same fingerprint) hands back the steps recorded and its run number; another request is refused
+ * a released record that holds steps until it expires, and starts without them; a step is recorded only while its claim
+ * owns the record.
  */
 export function stepCases(c: ContractContext): void {
   const { it, newKey, response } = c;
@@ -83,15 +84,27 @@ export function stepCases(c: ContractContext): void {
     strictEqual(won(await claimWith(at)).run, 2, 'a run released without forgetRun counts');
   });
 
-  it('never hands one request the steps of another: a different fingerprint starts at run 1 without steps', async () => {
+  it('keeps a released record that holds steps for its request: another fingerprint is refused until it expires, then starts without them', async () => {
     const at = newKey();
     const first = won(await claimWith(at));
     await record(at, first.claimToken, 'debit');
     await c.repository.fail({ ...at, claimToken: first.claimToken, ttlSeconds: 300 });
+    const refused = await claimWith(at, 'another request');
+    ok(!refused.claimed, 'another request must not take a released record that holds steps');
+    strictEqual(refused.existing.fingerprint, 'fp');
+    sameData(names((await c.repository.get(at))?.steps), ['debit'], 'the steps stay');
+    c.clock.advanceSeconds(301);
     const other = won(await claimWith(at, 'another request'));
     strictEqual(other.run, 1);
     sameData(other.steps, []);
     sameData((await c.repository.get(at))?.steps ?? [], []);
+  });
+
+  it('lets another request take a released record without steps at once', async () => {
+    const at = newKey();
+    const first = won(await claimWith(at));
+    await c.repository.fail({ ...at, claimToken: first.claimToken, ttlSeconds: 300 });
+    strictEqual(won(await claimWith(at, 'another request')).run, 1);
   });
 
   it('starts a completed record claimed again after its retention without its steps', async () => {
