@@ -6,9 +6,13 @@
 // editing: it rewrites files in place.
 //   SEEDS=20 npm run test:simulation-power           (default 3 seeds: 1, 2, 3)
 //   ONLY=hook-rejection npm run test:simulation-power
+//   FAMILY=1 SEEDS=20 npm run test:simulation-power  (the fencing family, scripts/fencing-family.mjs: each mutant in one
+//                                                     run of the protocol simulation's power mode, all seeds inside it)
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fencingFamily } from './fencing-family.mjs';
 
 const root = join(import.meta.dirname, '..');
 const src = (file) => join(root, 'libs/idempotency/src', file);
@@ -26,8 +30,8 @@ const CATALOGUE = [
     edits: [
       [
         'response/step-value.ts',
-        'return Buffer.byteLength(name) + STEP_ENTRY_OVERHEAD_BYTES + encodedByteLength(stepValue(result));',
-        'return encodedByteLength(stepValue(result)) + 0 * STEP_ENTRY_OVERHEAD_BYTES * name.length;',
+        'return Buffer.byteLength(stepKey(name)) + STEP_ENTRY_OVERHEAD_BYTES + encodedByteLength(stepValue(result));',
+        'return encodedByteLength(stepValue(result)) + 0 * STEP_ENTRY_OVERHEAD_BYTES * stepKey(name).length;',
       ],
       [
         'dynamodb/item-mapping.ts',
@@ -73,7 +77,7 @@ const CATALOGUE = [
   {
     id: 'shared-confirmation',
     what: '§3 each duplicate reads the record before its 409 (no shared read)',
-    edits: [['protocol/single-flight.ts', 'if (!flight.confirming) {', 'if (true) {']],
+    edits: [['protocol/single-flight.ts', '      !flight.confirming ||', '      true ||']],
   },
   {
     id: 'claim-skew',
@@ -217,8 +221,8 @@ const CATALOGUE = [
   },
   {
     id: 'method-fingerprint',
-    what: "§1 a provider method's calls are fingerprinted without their first argument (a different message replays)",
-    edits: [['contexts/method.context.ts', '(call.context.getArgs()[0] ?? null)', 'null']],
+    what: "§1 a provider method's calls are fingerprinted without their arguments (a different message replays)",
+    edits: [['contexts/method.context.ts', 'deliveredArguments(call.context.getArgs())', 'null']],
   },
   {
     id: 'method-unprotected',
@@ -231,8 +235,8 @@ const CATALOGUE = [
     edits: [
       [
         'lambda/batch-processor.ts',
-        'for (const each of rest) this.failed.add(each);\n      return;',
-        'for (const each of rest) this.failed.add(each);\n      continue;',
+        'if (!(await this.runRecord(record))) return;',
+        'if (!(await this.runRecord(record))) continue;',
       ],
     ],
   },
@@ -282,12 +286,68 @@ function simulate(seed) {
   };
 }
 
+/**
+ * A fencing-family mutant under every seed in one run of the protocol simulation's power mode, on the store that reaches
+ * it: for each seed, found or not, and after how many sequences (fast-check's count, without shrinking).
+ */
+function simulateFamily(mutant) {
+  const out = join(mkdtempSync(join(tmpdir(), 'power-')), 'results.json');
+  const started = Date.now();
+  spawnSync('npx', ['jest', 'test/simulation/protocol-simulation', '--silent'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      SIMULATION_POWER_OUT: out,
+      SIMULATION_POWER_SEEDS: `1-${seeds.length}`,
+      SIMULATION_POWER_STORES: mutant.store,
+      FORCE_COLOR: '0',
+    },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  try {
+    return { results: JSON.parse(readFileSync(out, 'utf8')), ms: Date.now() - started };
+  } catch {
+    return {
+      results: seeds.map((seed) => ({ seed, found: false, what: 'the run did not finish' })),
+      ms: Date.now() - started,
+    };
+  }
+}
+
+const family = fencingFamily();
 if (process.env.DRY) {
   // Only checks that every edit applies (each `from` found exactly once), then restores.
-  for (const mutant of CATALOGUE) {
+  let stale = 0;
+  for (const mutant of [...CATALOGUE, ...family]) {
     try {
       apply(mutant.edits);
       console.log(`ok ${mutant.id}`);
+    } catch (error) {
+      stale += 1;
+      console.log(`STALE ${mutant.id}: ${error.message}`);
+    } finally {
+      restore();
+    }
+  }
+  process.exit(stale ? 1 : 0);
+}
+if (process.env.FAMILY) {
+  console.log(
+    '| mutant | what it breaks | store | found under | sequences to find it (per seed) | the first violation |',
+  );
+  console.log('|---|---|---|---:|---|---|');
+  for (const mutant of family.filter(({ id }) => !only || only.includes(id))) {
+    try {
+      apply(mutant.edits);
+      const { results, ms } = simulateFamily(mutant);
+      const found = results.filter((result) => result.found);
+      const first = found[0]?.what?.split('\n').find((line) => line.includes('violated')) ?? found[0]?.what ?? '—';
+      console.log(
+        `| ${mutant.id} | ${mutant.what} | ${mutant.store} | ${found.length} of ${results.length} | ${results
+          .map((result) => (result.found ? result.after : '—'))
+          .join(', ')} | ${first.replace(/\|/g, '/').slice(0, 160)} (${Math.round(ms / 1000)} s) |`,
+      );
     } finally {
       restore();
     }

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { Fleet, KEYS, recordKeyOf, scopeTextOf, selectorOf, TTL_SECONDS } from './fleet';
+import { Fleet, KEYS, modeOf, recordKeyOf, scopeTextOf, selectorOf, SKEW_SECONDS, TTL_SECONDS } from './fleet';
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -249,6 +249,58 @@ export class Remove extends Step {
   }
 }
 
+/** An instance's lease heartbeats tick (a running process renews every third of a lease; a frozen or dead one not). */
+export class Heartbeat extends Step {
+  constructor(readonly instance: number) {
+    super();
+  }
+  act(fleet: Fleet) {
+    const instance = fleet.instances[this.instance];
+    if (!instance.crashed && !instance.frozen) instance.heartbeat();
+  }
+  toString() {
+    return `heartbeat(instance ${this.instance})`;
+  }
+}
+
+/**
+ * A late owner (the generators' bias toward every fenced write of an owner): the key's latest running run loses its
+ * record, to an operator's forced release from another instance or to its lease's end (and margin) passing, another
+ * instance runs the same request, and then the first run writes: it finishes (its late step and completion, or its
+ * failure) or its heartbeat renews. Each part is checked as it happens; every write must be refused by its fence.
+ */
+export class LateOwner extends Step {
+  constructor(
+    readonly key: number,
+    readonly how: 'release' | 'lease-ends',
+    readonly then: 'ok' | 'fail' | 'heartbeat',
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const run = [...fleet.executions]
+      .reverse()
+      .find(
+        ({ key, state, instance }) => key === this.key && state === 'running' && !instance.crashed && !instance.frozen,
+      );
+    if (!run || modeOf(this.key) !== 'lease') return;
+    const other = fleet.instances.find((each) => each !== run.instance && !each.crashed && each.index !== 2)!;
+    const at = async (then: () => void | Promise<void>) => {
+      await then();
+      await settle(fleet);
+      await fleet.check();
+    };
+    if (this.how === 'release') await at(() => new Remove(other.index, this.key, 'release --force').act(fleet));
+    else await at(() => fleet.advance(Math.max(0, (run.leaseEndMs - fleet.time.ms) / 1000) + SKEW_SECONDS + 1.5));
+    await at(() => fleet.send(other.index, this.key, 0, false));
+    if (this.then === 'heartbeat') run.instance.heartbeat();
+    else run.finish(this.then);
+  }
+  toString() {
+    return `late-owner(key ${this.key}: its record ${this.how === 'release' ? 'released by force' : 'past its lease'}, the request run elsewhere, then the first run ${this.then})`;
+  }
+}
+
 /** The reconciler sweeps the store from an instance: stuck PENDING records (lease passed) are marked FAILED. */
 export class Sweep extends Step {
   constructor(readonly instance: number) {
@@ -300,24 +352,38 @@ const interleavedRemove = fc
     return new Remove(i, k, how, between);
   });
 
+const send = fc
+  .tuple(instance, key, fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.constant(1)), fc.boolean())
+  .map(([i, k, variant, early]) => new Send(i, k, variant, early));
+const finish = fc
+  .tuple(fc.nat(5), fc.constantFrom<'ok' | 'fail'>('ok', 'ok', 'fail'))
+  .map(([pick, outcome]) => new Finish(pick, outcome));
+// Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
+const advanceToLeaseEnd = fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds));
+const takeover = fc
+  .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
+  .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs));
+const sweep = instance.map((i) => new Sweep(i));
+const heartbeat = instance.map((i) => new Heartbeat(i));
+const lateOwner = fc
+  .tuple(
+    fc.constantFrom(0, 1),
+    fc.constantFrom<'release' | 'lease-ends'>('release', 'lease-ends'),
+    fc.constantFrom<'ok' | 'fail' | 'heartbeat'>('ok', 'fail', 'heartbeat'),
+  )
+  .map(([k, how, then]) => new LateOwner(k, how, then));
+
 /** Every step, weighted: mostly requests and runs finishing, then time, faults and operators. */
 export const steps = [
-  fc
-    .tuple(instance, key, fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.constant(1)), fc.boolean())
-    .map(([i, k, variant, early]) => new Send(i, k, variant, early)),
+  send,
   fc.tuple(instance, key, fc.constant(0), fc.boolean()).map(([i, k, variant, early]) => new Send(i, k, variant, early)),
-  fc
-    .tuple(fc.nat(5), fc.constantFrom<'ok' | 'fail'>('ok', 'ok', 'fail'))
-    .map(([pick, outcome]) => new Finish(pick, outcome)),
+  finish,
   fc.tuple(fc.nat(5), fc.constant<'ok'>('ok')).map(([pick, outcome]) => new Finish(pick, outcome)),
   fc.constantFrom(1, 5, 6, 11, 21, 33, 601).map((seconds) => new Advance(seconds)),
-  // Up to and past a lease's end and its clock-skew margin (30 s + 2 s): where takeovers race a late owner.
-  fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => new Advance(seconds)),
+  advanceToLeaseEnd,
   fc.tuple(instance, fc.constantFrom(-1, 0, 1)).map(([i, offset]) => new Skew(i, offset)),
   fc.tuple(fc.constantFrom(0, 1), instance, instance).map(([k, from, to]) => new ExpiryEdge(k, from, to)),
-  fc
-    .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
-    .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs)),
+  takeover,
   fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
   instance.map((i) => new Throttle(i)),
   fc
@@ -331,8 +397,29 @@ export const steps = [
   // (twice as likely: an operator racing the module is where the removal's conditions matter).
   interleavedRemove,
   interleavedRemove,
-  instance.map((i) => new Sweep(i)),
+  sweep,
   fc.constant(new TtlDeletes()),
+  heartbeat,
+  lateOwner,
+];
+
+/**
+ * The steps of the dynalite property: the same kinds, weighted toward what reaches a fenced write (late owners,
+ * takeovers at a lease's edge, heartbeats, sweeps, operators between a read and a write), so that each condition
+ * expression of the DynamoDB repository meets a write it must refuse within a few dozen sequences.
+ */
+export const fencingSteps = [
+  send,
+  finish,
+  advanceToLeaseEnd,
+  takeover,
+  takeover,
+  interleavedRemove,
+  sweep,
+  heartbeat,
+  lateOwner,
+  lateOwner,
+  lateOwner,
 ];
 
 /**

@@ -12,7 +12,7 @@ export const INVARIANTS = {
   'invocation-ends-settled':
     'An AWS Lambda invocation (withLambdaContext) ends only once every protected call it started has settled, unless its deadline came first.',
   'in-flight-held':
-    'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release.',
+    'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release, or a release made by another process less than a second before (the duplicates of a burst share one read of the record).',
   'admin-finds-keys':
     'The admin finds every key: an operator’s command that names a call’s operation, key and scope (a number typed as its digits) reaches the record the module wrote for it.',
   'steps-resume':
@@ -21,6 +21,8 @@ export const INVARIANTS = {
     'Only its own items: nothing the module does (requests, sweeps, operators’ commands) changes an item of the table that is not one of its records.',
   'admin-conditional':
     'An operator changes only what it read: a release or purge removes a record only if it is still the one the command read (the same claim, the same state); one that changed meanwhile is left as it is.',
+  'writes-fenced':
+    'Every write lands only where it may, whatever the answers say: a completion, failure, renewal or step only on the PENDING record its own claim owns; a claim only over a lease past its end by the clock-skew margin, a completed record past its expiry or a failed one (one that holds recorded steps only for its own request, until it expires), and with steps only those of its own request; a sweep only on a lease past its end by the margin; an operator’s command only on the record as it read it.',
 } as const;
 
 export type InvariantId = keyof typeof INVARIANTS;

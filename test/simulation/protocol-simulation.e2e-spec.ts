@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { Advance, Finish, fleetLayouts, Remove, Send, Skew, steps } from './commands';
+import { Advance, Finish, fencingSteps, fleetLayouts, Remove, Send, Skew, steps } from './commands';
 import { Fleet } from './fleet';
 import { dynaliteStore, inMemoryStore, SimulatedStore, Time } from './stores';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -17,9 +17,16 @@ import { INVARIANTS } from './invariants';
  * (`SIMULATION_SEED=… SIMULATION_PATH=… npx jest test/simulation`). `npm run test:simulation` soaks it longer.
  */
 const runs = Number(process.env.SIMULATION_RUNS ?? 3000);
-const dynaliteRuns = Number(process.env.SIMULATION_DYNALITE_RUNS ?? 25);
+const dynaliteRuns = Number(process.env.SIMULATION_DYNALITE_RUNS ?? 60);
 const seed = process.env.SIMULATION_SEED === undefined ? undefined : Number(process.env.SIMULATION_SEED);
 const path = process.env.SIMULATION_PATH;
+/**
+ * `npm run test:simulation-power`'s mode: each property under each seed of `SIMULATION_POWER_SEEDS` (`1-20`) on the
+ * stores of `SIMULATION_POWER_STORES` (`memory`, `dynalite`), without shrinking; whether and when each found a
+ * violation is written to `SIMULATION_POWER_OUT` (JSON) instead of failing. The other tests are skipped then.
+ */
+const powerOut = process.env.SIMULATION_POWER_OUT;
+const itNormally = powerOut ? it.skip : it;
 
 type Sequence = Iterable<fc.AsyncCommand<object, Fleet>>;
 
@@ -37,20 +44,30 @@ async function simulate(
   }
 }
 
+/** The property on the in-memory store: 40 steps a sequence, every kind of step. */
+const inMemoryProperty = () =>
+  fc.asyncProperty(fleetLayouts, fc.commands(steps, { maxCommands: 40, size: 'max' }), (layout, sequence) =>
+    simulate(layout, sequence),
+  );
+
+/**
+ * The property on dynalite: 25 steps a sequence, biased toward the fenced writes (late owners, takeovers, heartbeats,
+ * sweeps, operators racing the key), so that each of the DynamoDB repository's condition expressions meets a write
+ * it must refuse within the budget.
+ */
+const dynaliteProperty = (client: DynamoDBClient) =>
+  fc.asyncProperty(fleetLayouts, fc.commands(fencingSteps, { maxCommands: 25, size: 'max' }), (layout, sequence) =>
+    simulate(layout, sequence, () => dynaliteStore(client)),
+  );
+
 describe('the protocol simulation on the in-memory store', () => {
-  it(`keeps every invariant over ${runs} random sequences of up to 40 steps`, async () => {
-    await fc.assert(
-      fc.asyncProperty(fleetLayouts, fc.commands(steps, { maxCommands: 40, size: 'max' }), (layout, sequence) =>
-        simulate(layout, sequence),
-      ),
-      {
-        numRuns: runs,
-        seed,
-        path,
-        verbose: 1,
-      },
-    );
-  }, 600_000);
+  itNormally(
+    `keeps every invariant over ${runs} random sequences of up to 40 steps`,
+    async () => {
+      await fc.assert(inMemoryProperty(), { numRuns: runs, seed, path, verbose: 1 });
+    },
+    600_000,
+  );
 
   // The sequences the simulation found for the bugs of issue 42, each kept so that it is tried on every run.
   const cachedEverywhere = { cached: [true, true, true] };
@@ -103,6 +120,7 @@ describe('the protocol simulation on the in-memory store', () => {
       [new Send(0, 0, 0, false), new Remove(1, 0, 'release'), new Send(0, 0, 0, false)],
     ],
   ])('%s', async (_name, sequence) => {
+    if (powerOut) return;
     await simulate(cachedEverywhere, sequence);
   });
 
@@ -124,12 +142,37 @@ describe('the protocol simulation on dynalite (a table shared with the app’s o
     await dynamo.stop();
   });
 
-  it(`keeps every invariant over ${dynaliteRuns} random sequences of up to 25 steps`, async () => {
-    await fc.assert(
-      fc.asyncProperty(fleetLayouts, fc.commands(steps, { maxCommands: 25, size: 'max' }), (layout, sequence) =>
-        simulate(layout, sequence, () => dynaliteStore(client)),
-      ),
-      { numRuns: dynaliteRuns, seed, path, verbose: 1 },
-    );
-  }, 600_000);
+  itNormally(
+    `keeps every invariant over ${dynaliteRuns} random sequences of up to 25 steps, biased toward fenced writes`,
+    async () => {
+      await fc.assert(dynaliteProperty(client), { numRuns: dynaliteRuns, seed, path, verbose: 1 });
+    },
+    600_000,
+  );
+
+  (powerOut ? it : it.skip)(
+    'power mode: each property under each seed, without shrinking',
+    async () => {
+      const [from, to] = (process.env.SIMULATION_POWER_SEEDS ?? '1-20').split('-').map(Number);
+      const stores = (process.env.SIMULATION_POWER_STORES ?? 'memory,dynalite').split(',');
+      const results: { store: string; seed: number; found: boolean; after?: number; what?: string }[] = [];
+      for (const store of stores) {
+        for (let each = from; each <= to; each++) {
+          const property = store === 'memory' ? inMemoryProperty() : dynaliteProperty(client);
+          const numRuns = store === 'memory' ? runs : dynaliteRuns;
+          const details = await fc.check(property, { numRuns, seed: each, endOnFailure: true });
+          const what = details.failed ? String((details.errorInstance as Error | undefined)?.message ?? '') : undefined;
+          results.push({
+            store,
+            seed: each,
+            found: details.failed,
+            after: details.failed ? details.numRuns : undefined,
+            what: what?.slice(0, 300),
+          });
+        }
+      }
+      writeFileSync(powerOut!, JSON.stringify(results));
+    },
+    3_600_000,
+  );
 });

@@ -1,17 +1,29 @@
 import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import {
   ClaimInput,
+  CompleteInput,
   DynamoDbIdempotencyRepository,
+  FailInput,
+  GetInput,
   IdempotencyClock,
   IdempotencyRecord,
   IdempotencyRepository,
   IdempotencyStoreThrottledError,
   InMemoryIdempotencyRepository,
+  PutCompletedInput,
+  RecordStepInput,
+  RemoveInput,
+  RenewInput,
+  ScanInput,
   TableLayoutOptions,
 } from 'nestjs-dynamodb-idempotency';
 import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { uniqueTableName } from '../support/dynalite';
 import { appItemLikeARecord, createIdempotencyTable } from '../support/table';
+import { LandedWrite, WriteOracle, Writer } from './write-oracle';
+
+/** The fleet's clock-skew margin (`clockSkewSeconds`): what a claim and a sweep must leave past a lease's end. */
+export const SKEW_SECONDS = 2;
 
 /** The one true time of the simulation (epoch ms); each instance reads it through its own offset (clock skew). */
 export class Time {
@@ -36,8 +48,8 @@ export class InstanceClock extends IdempotencyClock {
 export interface SimulatedStore {
   /** The layout the instances use (a sort key, and so partitions, or not). */
   layout: TableLayoutOptions;
-  /** An instance's repository, with its own clock. */
-  repositoryFor(clock: InstanceClock): InstanceRepository;
+  /** A repository for one role of an instance (its runs, its sweeps, its operator's commands), with its own clock. */
+  repositoryFor(clock: InstanceClock, writer: Writer): InstanceRepository;
   /** A record as stored now (in a sort-key layout, in its scope's partition). */
   read(recordKey: string, scope?: string): Promise<IdempotencyRecord | undefined>;
   /** Deletes the record as read, unless it changed since (the table's TTL deleting an expired item). */
@@ -46,58 +58,151 @@ export interface SimulatedStore {
   foreignChanges(): Promise<string | undefined>;
   /** Calls sent to the store that have not answered yet, from every instance. */
   pending: { calls: number };
+  /** The oracle on every write the instances' repositories land (invariant 10). */
+  oracle: WriteOracle;
+}
+
+/** What an instance's repository needs besides the store: its role and clock, and what surrounds each call. */
+export interface InstanceRepositorySettings {
+  writer: Writer;
+  clock: InstanceClock;
+  oracle: WriteOracle;
+  pending: { calls: number };
+  before?: () => void;
+  after?: () => void;
 }
 
 /**
- * One instance's repository: the store's, with throttling injected into its next claims (only claims: the module
- * retries a throttled completion with real pauses, which would stall the simulation). `before` runs before each call.
+ * One instance's repository for one role: the store's, with throttling injected into its next claims (only claims: the
+ * module retries a throttled completion with real pauses, which would stall the simulation). Every write that lands is
+ * handed to the write oracle with who sent it, when, and the instance's clock at the time. `before` runs before each
+ * call.
  */
 export class InstanceRepository extends IdempotencyRepository {
   throttleNext = 0;
   constructor(
     private readonly inner: IdempotencyRepository,
-    private readonly pending: { calls: number },
-    private readonly before: () => void = () => undefined,
-    private readonly after: () => void = () => undefined,
+    private readonly settings: InstanceRepositorySettings,
   ) {
     super();
   }
-  private as<T>(call: () => Promise<T>): Promise<T> {
-    this.before();
-    let sent: Promise<T>;
+  private as<T>(
+    call: () => Promise<T>,
+    landed?: (result: T, sent: number, nowSeconds: number) => LandedWrite | undefined,
+  ): Promise<T> {
+    const { before, after, pending, oracle, clock } = this.settings;
+    const sent = oracle.sent();
+    const nowSeconds = clock.nowSeconds();
+    before?.();
+    let call$: Promise<T>;
     try {
-      sent = call();
+      call$ = call();
     } finally {
-      this.after();
+      after?.();
     }
-    this.pending.calls += 1;
-    const done = () => (this.pending.calls -= 1);
-    sent.then(done, done);
-    return sent;
+    pending.calls += 1;
+    const done = () => (pending.calls -= 1);
+    const judged = call$.then((result) => {
+      const write = landed?.(result, sent, nowSeconds);
+      if (write) oracle.landed(write);
+      return result;
+    });
+    judged.then(done, done);
+    return judged;
+  }
+  /** The fields every landed write carries. */
+  private write(key: string, sent: number, nowSeconds: number) {
+    return { key, sent, nowSeconds, skew: SKEW_SECONDS, writer: this.settings.writer };
   }
   claim = async (input: ClaimInput) => {
     if (this.throttleNext > 0) {
       this.throttleNext -= 1;
       throw new IdempotencyStoreThrottledError('claim', 'ThrottlingException');
     }
-    return this.as(() => this.inner.claim(input));
+    return this.as(
+      () => this.inner.claim(input),
+      (result, sent, now) =>
+        result.claimed
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'claim',
+              token: result.claimToken,
+              fingerprint: input.fingerprint,
+              leaseSeconds: input.leaseSeconds,
+              resumedSteps: result.steps?.length ?? 0,
+            }
+          : undefined,
+    );
   };
-  override putCompleted = (input: Parameters<IdempotencyRepository['putCompleted']>[0]) =>
-    this.as(() => this.inner.putCompleted(input));
-  complete = (input: Parameters<IdempotencyRepository['complete']>[0]) => this.as(() => this.inner.complete(input));
-  fail = (input: Parameters<IdempotencyRepository['fail']>[0]) => this.as(() => this.inner.fail(input));
-  renew = (input: Parameters<IdempotencyRepository['renew']>[0]) => this.as(() => this.inner.renew(input));
-  override recordStep = (input: Parameters<IdempotencyRepository['recordStep']>[0]) =>
-    this.as(() => this.inner.recordStep(input));
-  get = (input: Parameters<IdempotencyRepository['get']>[0]) => this.as(() => this.inner.get(input));
-  scan = (input: Parameters<IdempotencyRepository['scan']>[0]) => this.inner.scan(input);
+  override putCompleted = (input: PutCompletedInput) =>
+    this.as(
+      () => this.inner.putCompleted(input),
+      (result, sent, now) =>
+        result.ok
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'put-completed',
+              token: input.claimToken ?? 'a fresh token',
+              fingerprint: input.fingerprint,
+              ttlSeconds: input.ttlSeconds,
+            }
+          : undefined,
+    );
+  complete = (input: CompleteInput) =>
+    this.as(
+      () => this.inner.complete(input),
+      (result, sent, now) =>
+        result.ok
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'complete',
+              token: input.claimToken,
+              ttlSeconds: input.ttlSeconds,
+            }
+          : undefined,
+    );
+  fail = (input: FailInput) =>
+    this.as(
+      () => this.inner.fail(input),
+      (result, sent, now) =>
+        result.ok
+          ? { ...this.write(input.key, sent, now), kind: 'fail', token: input.claimToken, ttlSeconds: input.ttlSeconds }
+          : undefined,
+    );
+  renew = (input: RenewInput) =>
+    this.as(
+      () => this.inner.renew(input),
+      (result, sent, now) =>
+        result.ok
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'renew',
+              token: input.claimToken,
+              leaseSeconds: input.leaseSeconds,
+            }
+          : undefined,
+    );
+  override recordStep = (input: RecordStepInput) =>
+    this.as(
+      () => this.inner.recordStep(input),
+      (result, sent, now) =>
+        result.ok ? { ...this.write(input.key, sent, now), kind: 'step', token: input.claimToken } : undefined,
+    );
+  get = (input: GetInput) => this.as(() => this.inner.get(input));
+  scan = (input: ScanInput) => this.inner.scan(input);
   /** Runs once, between an operator command's read of a record and its removal (another step interleaved). */
-  beforeNextRemove?: (input: Parameters<IdempotencyRepository['remove']>[0]) => Promise<void>;
-  override remove = async (input: Parameters<IdempotencyRepository['remove']>[0]) => {
+  beforeNextRemove?: (input: RemoveInput) => Promise<void>;
+  override remove = async (input: RemoveInput) => {
     const interleaved = this.beforeNextRemove;
     this.beforeNextRemove = undefined;
     await interleaved?.(input);
-    return this.as(() => this.inner.remove(input));
+    return this.as(
+      () => this.inner.remove(input),
+      (result, sent, now) =>
+        result.removed
+          ? { ...this.write(input.key, sent, now), kind: 'remove', token: input.claimToken, status: input.status }
+          : undefined,
+    );
   };
   override supportsCommitWith = async () => false;
 }
@@ -121,16 +226,20 @@ export function inMemoryStore(time: Time): SimulatedStore {
   const clock = new SwitchedClock(time);
   const store = new InMemoryIdempotencyRepository(clock);
   const pending = { calls: 0 };
+  const oracle = new WriteOracle();
   return {
     layout: {},
     pending,
-    repositoryFor: (instanceClock) =>
-      new InstanceRepository(
-        store,
+    oracle,
+    repositoryFor: (instanceClock, writer) =>
+      new InstanceRepository(store, {
+        writer,
+        clock: instanceClock,
+        oracle,
         pending,
-        () => (clock.current = instanceClock),
-        () => (clock.current = undefined),
-      ),
+        before: () => (clock.current = instanceClock),
+        after: () => (clock.current = undefined),
+      }),
     read: (key) => store.get({ key }),
     remove: ({ key, claimToken, status }) => store.remove({ key, claimToken, status }),
     foreignChanges: async () => undefined,
@@ -150,11 +259,18 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
   await client.send(new PutItemCommand({ TableName: tableName, Item: foreign }));
   const reader = new DynamoDbIdempotencyRepository({ client, tableName, ...layout });
   const pending = { calls: 0 };
+  const oracle = new WriteOracle();
   return {
     layout,
     pending,
-    repositoryFor: (clock) =>
-      new InstanceRepository(new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout }), pending),
+    oracle,
+    repositoryFor: (clock, writer) =>
+      new InstanceRepository(new DynamoDbIdempotencyRepository({ client, tableName, clock, ...layout }), {
+        writer,
+        clock,
+        oracle,
+        pending,
+      }),
     read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
     remove: ({ key, partition, claimToken, status }) => reader.remove({ key, partition, claimToken, status }),
     foreignChanges: async () => {

@@ -1,0 +1,261 @@
+// The fencing family (issue 63 §3): every fenced write of each repository, and each conjunct of its fence removed for
+// one transition at a time, generated from the fences' own text rather than written mutant by mutant. Each mutant is a
+// list of edits ([file, from, to], `from` found exactly once) on libs/idempotency/src, with the store whose simulation
+// reaches it (`memory`: the in-memory fleet, `dynalite`: the DynamoDB repository's condition expressions). Used by
+// scripts/simulation-power.mjs (`FAMILY=1 npm run test:simulation-power`).
+
+/** The top-level parts of `text` split at `separator` outside parentheses and quotes. */
+function topLevel(text, separator) {
+  const parts = [];
+  let depth = 0;
+  let quote;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === quote) quote = undefined;
+    } else if (c === "'" || c === '`') quote = c;
+    else if (c === '(') depth++;
+    else if (c === ')') depth--;
+    else if (depth === 0 && text.startsWith(separator, i)) {
+      parts.push(text.slice(start, i));
+      start = i + separator.length;
+      i += separator.length - 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts.map((part) => part.trim());
+}
+
+/** Without one pair of parentheses around the whole, when they are the whole. */
+function unwrap(text) {
+  if (!text.startsWith('(') || !text.endsWith(')')) return text;
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '(') depth++;
+    if (text[i] === ')') depth--;
+    if (depth === 0 && i < text.length - 1) return text;
+  }
+  return text.slice(1, -1);
+}
+
+/**
+ * Every conjunct of a DynamoDB condition expression, at any depth (the operands of each AND, and the alternatives of
+ * each OR that are themselves AND groups), each as the condition with that conjunct made always true. The conjunct is
+ * replaced by `(c OR NOT (c))`, which keeps its placeholders in use (DynamoDB refuses unused ones). And the skew margin:
+ * `:leaseCutoff` (now less clockSkewSeconds) read as `:now`, with the cutoff kept in use.
+ */
+export function conditionConjuncts(condition) {
+  const mutants = [];
+  const walk = (text, rebuild) => {
+    const body = unwrap(text);
+    const wrap = (inner) => rebuild(body === text ? inner : `(${inner})`);
+    for (const separator of [' OR ', ' AND ']) {
+      const parts = topLevel(body, separator);
+      if (parts.length < 2) continue;
+      parts.forEach((part, i) => {
+        const with_ = (replacement) => wrap(parts.map((each, j) => (j === i ? replacement : each)).join(separator));
+        // An AND's operand is a conjunct; so is an OR's alternative that is the lease's end alone (its only condition).
+        const leaseAlone = separator === ' OR ' && /^#expires < :\w+$/.test(part);
+        if (separator === ' AND ' || leaseAlone) {
+          mutants.push({ conjunct: part, condition: with_(`(${part} OR NOT (${part}))`) });
+        }
+        walk(part, with_);
+      });
+      return;
+    }
+  };
+  walk(condition, (whole) => whole);
+  if (condition.includes(':leaseCutoff')) {
+    mutants.push({
+      conjunct: 'the skew margin (:leaseCutoff read as :now)',
+      condition: condition.replace(/#expires < :leaseCutoff/g, '(#expires < :now AND :leaseCutoff = :leaseCutoff)'),
+    });
+  }
+  return mutants;
+}
+
+/** The conjuncts of an AND written in JavaScript (`a && b`), each as the expression with that conjunct true. */
+function jsConjuncts(expression) {
+  const parts = topLevel(expression, ' && ');
+  return parts.map((part, i) => ({
+    conjunct: part,
+    expression: parts.map((each, j) => (j === i ? 'true' : each)).join(' && '),
+  }));
+}
+
+/** The reasons of a refusal written in JavaScript (`a || b`), each dropped (`drop[i]`: what stands in for it). */
+function refusalReasons(expression, drop) {
+  const parts = topLevel(expression, ' || ');
+  return parts.map((part, i) => ({ conjunct: part, replacement: drop[i], parts, i }));
+}
+
+const RECORD_REQUESTS = 'dynamodb/record-requests.ts';
+const CLAIM_REQUESTS = 'dynamodb/claim-requests.ts';
+const MEMORY = 'repository/in-memory-idempotency.repository.ts';
+
+const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
+const CLAIMABLE =
+  'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
+const RESUMABLE =
+  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+
+/** The mutants, generated. */
+export function fencingFamily() {
+  const mutants = [];
+  const add = (id, what, store, edits) => mutants.push({ id, what, store, edits, family: true });
+
+  // DynamoDB: the owner's transitions share OWNED_BY_CLAIM through `guarded`; each transition is told by its update.
+  const transitions = { complete: ':response', fail: ':failed', renew: '#renewed' };
+  for (const { conjunct, condition } of conditionConjuncts(OWNED_BY_CLAIM)) {
+    for (const [transition, mark] of Object.entries(transitions)) {
+      add(
+        `ddb-${transition}-without-${conjunct.split(' ')[0].slice(1)}`,
+        `DynamoDB: a ${transition} without \`${conjunct}\``,
+        'dynalite',
+        [
+          [
+            RECORD_REQUESTS,
+            '    ConditionExpression: OWNED_BY_CLAIM,\n',
+            `    ConditionExpression: transition.UpdateExpression.includes('${mark}') ? '${condition}' : OWNED_BY_CLAIM,\n`,
+          ],
+        ],
+      );
+    }
+    add(`ddb-step-without-${conjunct.split(' ')[0].slice(1)}`, `DynamoDB: a step without \`${conjunct}\``, 'dynalite', [
+      [CLAIM_REQUESTS, '    ConditionExpression: OWNED_BY_CLAIM,\n', `    ConditionExpression: '${condition}',\n`],
+    ]);
+  }
+  // DynamoDB: the claim's resume form.
+  conditionConjuncts(RESUMABLE).forEach(({ conjunct, condition }, i) =>
+    add(`ddb-resume-${i + 1}`, `DynamoDB: a resuming claim without \`${conjunct}\``, 'dynalite', [
+      [CLAIM_REQUESTS, `  '${RESUMABLE}';`, `  '${condition}';`],
+    ]),
+  );
+  // DynamoDB: the claim's restart form (CLAIMABLE and the token read) and optimistic mode's put (CLAIMABLE).
+  const restartable = `(${CLAIMABLE}) AND #token = :readToken`;
+  conditionConjuncts(restartable).forEach(({ conjunct, condition }, i) =>
+    add(`ddb-restart-${i + 1}`, `DynamoDB: a restarting claim without \`${conjunct}\``, 'dynalite', [
+      [
+        CLAIM_REQUESTS,
+        'const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;',
+        `const RESTARTABLE = '${condition}';`,
+      ],
+    ]),
+  );
+  conditionConjuncts(CLAIMABLE).forEach(({ conjunct, condition }, i) =>
+    add(`ddb-put-completed-${i + 1}`, `DynamoDB: optimistic mode's put without \`${conjunct}\``, 'dynalite', [
+      [RECORD_REQUESTS, '    ConditionExpression: CLAIMABLE,\n', `    ConditionExpression: '${condition}',\n`],
+    ]),
+  );
+  // DynamoDB: an operator's (or a sweep's) removal.
+  for (const { conjunct, condition } of conditionConjuncts('#status = :status AND #token = :token')) {
+    add(
+      `ddb-remove-without-${conjunct.split(' ')[0].slice(1)}`,
+      `DynamoDB: a removal without \`${conjunct}\``,
+      'dynalite',
+      [
+        [
+          RECORD_REQUESTS,
+          "  const condition = '#status = :status AND #token = :token';",
+          `  const condition = '${condition}';`,
+        ],
+      ],
+    );
+  }
+
+  // In memory: the owner's transitions share one guard; each transition is told by the status it writes.
+  const transitionGuard = "record?.status !== 'PENDING' || record.claimToken !== claimToken";
+  const transitionStatus = {
+    complete: "status === 'COMPLETED'",
+    fail: "status === 'FAILED'",
+    renew: "status === 'PENDING'",
+  };
+  for (const { conjunct, replacement, parts, i } of refusalReasons(transitionGuard, ['!record', 'false'])) {
+    for (const [transition, guard] of Object.entries(transitionStatus)) {
+      const mutated = parts.map((each, j) => (j === i ? `(${guard} ? ${replacement} : ${each})` : each)).join(' || ');
+      add(
+        `memory-${transition}-without-${i === 0 ? 'status' : 'token'}`,
+        `in memory: a ${transition} without \`${conjunct}\``,
+        'memory',
+        [
+          [
+            MEMORY,
+            `    if (${transitionGuard}) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    record.status = status;`,
+            `    if (${mutated}) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    record.status = status;`,
+          ],
+        ],
+      );
+    }
+  }
+  for (const { conjunct, replacement, parts, i } of refusalReasons(transitionGuard, ['!record', 'false'])) {
+    const mutated = parts.map((each, j) => (j === i ? replacement : each)).join(' || ');
+    add(`memory-step-without-${i === 0 ? 'status' : 'token'}`, `in memory: a step without \`${conjunct}\``, 'memory', [
+      [
+        MEMORY,
+        `    if (${transitionGuard}) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    const recorded`,
+        `    if (${mutated}) {\n      return refusal(claimToken, record && readRecord(record));\n    }\n    const recorded`,
+      ],
+    ]);
+  }
+  const removal = '!record || record.claimToken !== claimToken || record.status !== status';
+  for (const { conjunct, replacement, parts, i } of refusalReasons(removal, ['!record', 'false', 'false']).slice(1)) {
+    const mutated = parts.map((each, j) => (j === i ? replacement : each)).join(' || ');
+    add(
+      `memory-remove-without-${i === 1 ? 'token' : 'status'}`,
+      `in memory: a removal without \`${conjunct}\``,
+      'memory',
+      [[MEMORY, `if (${removal}) {`, `if (${mutated}) {`]],
+    );
+  }
+  // In memory: a claim resumes the steps only of the same request, left unfinished.
+  const resume = "existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint";
+  for (const { conjunct, expression } of jsConjuncts(resume)) {
+    add(
+      `memory-resume-without-${conjunct.includes('status') ? 'status' : 'fingerprint'}`,
+      `in memory: a claim resumes steps without \`${conjunct}\``,
+      'memory',
+      [
+        [
+          MEMORY,
+          `const resumed = ${resume} ? existing : undefined;`,
+          `const resumed = ${expression} ? existing : undefined;`,
+        ],
+      ],
+    );
+  }
+  // In memory: optimistic mode's put, with the claim's skew margin.
+  add('memory-put-completed-without-skew', 'in memory: optimistic mode’s put without the skew margin', 'memory', [
+    [
+      MEMORY,
+      'if (existing && !isClaimable(existing, now, clockSkewSeconds)) {',
+      'if (existing && !isClaimable(existing, now, 0)) {',
+    ],
+  ]);
+  // Both stores: a released record that holds steps is its request's until it expires (the claim's decision; DynamoDB's
+  // restart form then holds it to the record read).
+  add('held-steps', 'a claim takes a released record that holds another request’s steps', 'memory', [
+    ['repository/idempotency.record.ts', 'return !heldSteps || record.fingerprint === fingerprint;', 'return true;'],
+  ]);
+  // The sweep: a lease past its end by the margin; a finished record past its expiry by the margin.
+  add('sweep-lease-skew', 'the reconciler releases a lease past its end without the skew margin', 'memory', [
+    [
+      'observability/idempotency.reconciler.ts',
+      'if (record.expiresAt >= now - skew) continue;',
+      'if (record.expiresAt >= now) continue;',
+    ],
+  ]);
+  add(
+    'sweep-expire-skew',
+    'the reconciler deletes a finished record past its expiry without the skew margin',
+    'memory',
+    [
+      [
+        'observability/idempotency.reconciler.ts',
+        'record.expiresAt < now - skew && (await this.expire(record))',
+        'record.expiresAt < now && (await this.expire(record))',
+      ],
+    ],
+  );
+  return mutants;
+}

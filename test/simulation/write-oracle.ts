@@ -1,0 +1,145 @@
+import { IdempotencyRecord, IdempotencyStatus } from 'nestjs-dynamodb-idempotency';
+
+/** Who sends a write: the key's owner (a run), the reconciler's sweep, an operator's command. */
+export type Writer = 'owner' | 'sweep' | 'operator';
+
+/** A write that landed, as the oracle judges it: what it did, who sent it, when, and by whose clock. */
+export type LandedWrite = { key: string; sent: number; nowSeconds: number; skew: number; writer: Writer } & (
+  | { kind: 'claim'; token: string; fingerprint: string; leaseSeconds: number; resumedSteps: number }
+  | { kind: 'put-completed'; token: string; fingerprint: string; ttlSeconds: number }
+  | { kind: 'complete' | 'fail'; token: string; ttlSeconds: number }
+  | { kind: 'renew'; token: string; leaseSeconds: number }
+  | { kind: 'step'; token: string }
+  | { kind: 'remove'; token: string; status: IdempotencyStatus }
+);
+
+/** What the oracle knows of a record: its state, and when (in the order of calls) it came to be. */
+interface Known {
+  status: IdempotencyStatus;
+  token: string;
+  expiresAt: number;
+  fingerprint: string;
+  steps: boolean;
+  at: number;
+}
+
+/**
+ * The oracle on the store's writes (invariant 10): every write that lands on a record is checked against the record as
+ * it stood, whoever sent it and whatever the answers say. A completion, failure, renewal or step lands only for the
+ * claim that owns the PENDING record; a claim only over a record a claim may take (a lease past its end by the skew
+ * margin, a finished record past its expiry, a failed one; one that holds steps only for its own request; steps handed
+ * back only to the same request); a sweep only on a lease past its end and margin; an operator only on the record as
+ * read.
+ *
+ * Writes are judged in the order they are answered. A write is judged only when the record's state it meets came to be
+ * before the write was sent: two writes in flight at once on one record cannot be ordered from outside, and are not
+ * judged against each other (the store's fences are what orders them). Between the simulation's steps nothing is in
+ * flight, and the oracle takes the records as the store has them (`sync`).
+ */
+export class WriteOracle {
+  private readonly known = new Map<string, Known | undefined>();
+  private order = 0;
+  readonly violations: string[] = [];
+
+  /** A call is being sent: its place in the order of events. */
+  sent(): number {
+    return ++this.order;
+  }
+
+  /** The record as the store has it now (nothing in flight). */
+  sync(key: string, record: IdempotencyRecord | undefined): void {
+    this.known.set(
+      key,
+      record && {
+        status: record.status,
+        token: record.claimToken,
+        expiresAt: record.expiresAt,
+        fingerprint: record.fingerprint,
+        steps: (record.steps?.length ?? 0) > 0,
+        at: ++this.order,
+      },
+    );
+  }
+
+  /** A write landed: judged against the record it met (when that is known), then applied. */
+  landed(write: LandedWrite): void {
+    const before = this.known.get(write.key);
+    const judged = !this.known.has(write.key) || before === undefined || before.at < write.sent;
+    const fault = judged ? this.fault(write, before) : undefined;
+    if (fault)
+      this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);
+    this.known.set(write.key, this.after(write, before));
+  }
+
+  private fault(write: LandedWrite, before: Known | undefined): string | undefined {
+    const now = write.nowSeconds;
+    switch (write.kind) {
+      case 'claim':
+      case 'put-completed': {
+        if (!before) return undefined;
+        if (before.status === 'PENDING' && !(before.expiresAt < now - write.skew)) {
+          return `a lease not past its end by the ${write.skew} s margin (now ${now})`;
+        }
+        if (before.status === 'COMPLETED' && !(before.expiresAt < now))
+          return `an unexpired completed record (now ${now})`;
+        const held = before.status === 'FAILED' && before.steps && before.expiresAt >= now;
+        if (held && before.fingerprint !== write.fingerprint)
+          return 'a released record that holds another request’s steps';
+        if (write.kind === 'claim' && write.resumedSteps > 0) {
+          if (before.status === 'COMPLETED' || before.fingerprint !== write.fingerprint) {
+            return `it was handed ${write.resumedSteps} step(s) of another request or of a completed record`;
+          }
+        }
+        return undefined;
+      }
+      case 'remove':
+        if (before?.status !== write.status || before.token !== write.token) return 'not the record as it was read';
+        if (write.writer === 'sweep' && !(before.expiresAt < now - write.skew))
+          return 'a sweep before its expiry and margin';
+        return undefined;
+      default:
+        if (before?.status !== 'PENDING' || before.token !== write.token) return 'a record its claim does not own';
+        if (write.writer === 'sweep' && !(before.expiresAt < now - write.skew)) {
+          return `a sweep’s release of a lease not past its end by the margin (now ${now})`;
+        }
+        return undefined;
+    }
+  }
+
+  private after(write: LandedWrite, before: Known | undefined): Known | undefined {
+    const at = ++this.order;
+    const now = write.nowSeconds;
+    switch (write.kind) {
+      case 'claim': {
+        const { token, fingerprint, leaseSeconds, resumedSteps } = write;
+        return { status: 'PENDING', token, expiresAt: now + leaseSeconds, fingerprint, steps: resumedSteps > 0, at };
+      }
+      case 'put-completed': {
+        const { token, fingerprint, ttlSeconds } = write;
+        return { status: 'COMPLETED', token, expiresAt: now + ttlSeconds, fingerprint, steps: false, at };
+      }
+      case 'remove':
+        return undefined;
+      case 'complete':
+      case 'fail':
+        return (
+          before && {
+            ...before,
+            status: write.kind === 'fail' ? 'FAILED' : 'COMPLETED',
+            expiresAt: now + write.ttlSeconds,
+            at,
+          }
+        );
+      case 'renew':
+        return before && { ...before, expiresAt: now + write.leaseSeconds, at };
+      case 'step':
+        return before && { ...before, steps: true, at };
+    }
+  }
+}
+
+function describe(known: Known | undefined): string {
+  return known
+    ? `${known.status} ${known.token} (expires ${known.expiresAt}${known.steps ? ', with steps' : ''})`
+    : 'no record';
+}
