@@ -230,6 +230,54 @@ const CATALOGUE = [
     edits: [['decorators/idempotent-method.ts', 'if (throughPipeline) return', 'if (throughPipeline || true) return']],
   },
   {
+    id: 'method-display-name',
+    what: "§1 (issue 63) a provider method's operation is its class's display name, not its name",
+    edits: [
+      [
+        'contexts/method.context.ts',
+        "  operation({ route }: InterceptedCall): string {\n    return route.name!;",
+        "  operation({ route, context }: InterceptedCall): string {\n    return `${context.getClass().name}.${context.getHandler().name}` || route.name!;",
+      ],
+    ],
+  },
+  {
+    id: 'operation-names-unchecked',
+    what: '§1 (issue 63) two protected operations of one name start',
+    edits: [['startup/operation-names.ts', '[sharedName(operation, entries)]', '[]']],
+  },
+  {
+    id: 'reentrant-unchecked',
+    what: '§1 (issue 63) a call under a record key its own caller holds waits on itself',
+    edits: [['protocol/idempotency.service.ts', '      if (holder) throw new IdempotencyReentrantCallError', '      if (holder && false) throw new IdempotencyReentrantCallError']],
+  },
+  {
+    id: 'mcp-unstored-json',
+    what: '§1 (issue 63) an MCP tool result that cannot be recorded as typed values is not kept as the JSON sent',
+    edits: [['contexts/mcp.context.ts', '      if (json === undefined) throw error;', '      throw error;']],
+  },
+  {
+    id: 'batch-concurrency-unchecked',
+    what: '§1 (issue 63) processBatch takes a concurrency of NaN, 0 or a string',
+    edits: [
+      [
+        'lambda/batch-processor.ts',
+        '  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency >= 1)) {',
+        '  if (false) {',
+      ],
+    ],
+  },
+  {
+    id: 'batch-not-stored-is-failure',
+    what: '§1 (issue 63) a batch record completed before whose result was not stored is reported again for ever',
+    edits: [
+      [
+        'lambda/batch-processor.ts',
+        'if (error instanceof IdempotencyResultNotStoredError || error instanceof IdempotencyRecordUnreadableError) {',
+        'if (false) {',
+      ],
+    ],
+  },
+  {
     id: 'batch-order',
     what: '§2 a batch goes on past a failed record: a FIFO group or a stream runs out of order',
     edits: [
@@ -342,7 +390,7 @@ if (process.env.FAMILY) {
       apply(mutant.edits);
       const { results, ms } = simulateFamily(mutant);
       const found = results.filter((result) => result.found);
-      const first = found[0]?.what?.split('\n').find((line) => line.includes('violated')) ?? found[0]?.what ?? '—';
+      const first = found[0]?.what?.split('violated: ')[1] ?? found[0]?.what ?? '—';
       console.log(
         `| ${mutant.id} | ${mutant.what} | ${mutant.store} | ${found.length} of ${results.length} | ${results
           .map((result) => (result.found ? result.after : '—'))

@@ -265,14 +265,16 @@ export class Heartbeat extends Step {
 
 /**
  * A late owner (the generators' bias toward every fenced write of an owner): the key's latest running run loses its
- * record, to an operator's forced release from another instance or to its lease's end (and margin) passing, another
- * instance runs the same request, and then the first run writes: it finishes (its late step and completion, or its
+ * record, to an operator's release (forced: removed; or kept FAILED with its claim token when it holds steps), to its
+ * lease's end (and margin) passing, or to a sweep that marks it FAILED after that; then, with `retake`, another
+ * instance runs the same request; and then the first run writes: it finishes (its late step and completion, or its
  * failure) or its heartbeat renews. Each part is checked as it happens; every write must be refused by its fence.
  */
 export class LateOwner extends Step {
   constructor(
     readonly key: number,
-    readonly how: 'release' | 'lease-ends',
+    readonly how: 'release --force' | 'release' | 'lease-ends' | 'swept',
+    readonly retake: boolean,
     readonly then: 'ok' | 'fail' | 'heartbeat',
   ) {
     super();
@@ -290,14 +292,18 @@ export class LateOwner extends Step {
       await settle(fleet);
       await fleet.check();
     };
-    if (this.how === 'release') await at(() => new Remove(other.index, this.key, 'release --force').act(fleet));
-    else await at(() => fleet.advance(Math.max(0, (run.leaseEndMs - fleet.time.ms) / 1000) + SKEW_SECONDS + 1.5));
-    await at(() => fleet.send(other.index, this.key, 0, false));
+    if (this.how === 'release --force' || this.how === 'release') {
+      await at(() => new Remove(other.index, this.key, this.how as 'release').act(fleet));
+    } else {
+      await at(() => fleet.advance(Math.max(0, (run.leaseEndMs - fleet.time.ms) / 1000) + SKEW_SECONDS + 1.5));
+      if (this.how === 'swept') await at(() => new Sweep(other.index).act(fleet));
+    }
+    if (this.retake) await at(() => fleet.send(other.index, this.key, 0, false));
     if (this.then === 'heartbeat') run.instance.heartbeat();
     else run.finish(this.then);
   }
   toString() {
-    return `late-owner(key ${this.key}: its record ${this.how === 'release' ? 'released by force' : 'past its lease'}, the request run elsewhere, then the first run ${this.then})`;
+    return `late-owner(key ${this.key}: ${this.how}${this.retake ? ', the request run elsewhere' : ''}, then the first run ${this.then})`;
   }
 }
 
@@ -368,10 +374,11 @@ const heartbeat = instance.map((i) => new Heartbeat(i));
 const lateOwner = fc
   .tuple(
     fc.constantFrom(0, 1),
-    fc.constantFrom<'release' | 'lease-ends'>('release', 'lease-ends'),
+    fc.constantFrom<LateOwner['how']>('release --force', 'release', 'lease-ends', 'swept'),
+    fc.boolean(),
     fc.constantFrom<'ok' | 'fail' | 'heartbeat'>('ok', 'fail', 'heartbeat'),
   )
-  .map(([k, how, then]) => new LateOwner(k, how, then));
+  .map(([k, how, retake, then]) => new LateOwner(k, how, retake, then));
 
 /** Every step, weighted: mostly requests and runs finishing, then time, faults and operators. */
 export const steps = [

@@ -15,7 +15,7 @@ import { INPUT_RUNS, INPUT_SEED, jsonMeaning } from './inputs';
  * What an `@Idempotent()` MCP tool accepts, generated: where the call carries its key (the `idempotencyKey` argument,
  * `_meta`'s `idempotency-key` or `idempotency_key`, the `Idempotency-Key` header, several of them, none) and what the
  * key is (text of any kind, empty and over-long keys, control characters, numbers, objects, null, header lists), the caller
- * (`req.user`, or none) and the arguments (any JSON). Two server processes' worth of apps on one store, called over
+ * (`req.user`, or none) and the arguments (any JSON); every other result has a member JSON leaves out (a function). Two server processes' worth of apps on one store, called over
  * Streamable HTTP by the official client; checked on every run: a key the module refuses answers an `isError` result
  * before the tool runs, the tool runs at most once per caller and key, and a second call gets the first one's result
  * (marked) exactly when it is the same call as JSON says it, else a mismatch. Never an internal error.
@@ -39,7 +39,11 @@ class Tools {
   @Idempotent()
   act(@Payload() args: { tag: string }) {
     runsByKey.set(args.tag, (runsByKey.get(args.tag) ?? 0) + 1);
-    return { content: [{ type: 'text', text: 'done' }], structuredContent: { run: ++runId } };
+    const run = ++runId;
+    // Every other result carries a function member (a formatter): it cannot be recorded as typed values, and is kept
+    // as the JSON the client was sent.
+    const unrecordable = run % 2 === 0 ? { format: () => `run ${run}` } : {};
+    return { content: [{ type: 'text', text: 'done' }], structuredContent: { run }, ...unrecordable };
   }
 }
 

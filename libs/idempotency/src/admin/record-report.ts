@@ -96,7 +96,10 @@ function ownerInWords(record: IdempotencyRecord, now: number): string {
     return `the owner looks dead: its lease ended ${now - record.expiresAt} s ago (${last}); the next request takes the key over (once clockSkewSeconds have passed too), resuming the same request's recorded steps`;
   }
   if (since <= every + LIVENESS_GRACE_SECONDS) {
-    return `the owner looks alive: ${last}, a live owner renews about every ${every} s; the lease ends in ${record.expiresAt - now} s unless renewed`;
+    const confirm = record.holder
+      ? `; a killed owner looks alive too until a renewal is overdue: to be sure, check that ${record.holder} (host:pid, or lambda:request id) still runs`
+      : '';
+    return `the owner looks alive: ${last}, a live owner renews about every ${every} s; the lease ends in ${record.expiresAt - now} s unless renewed${confirm}`;
   }
   return `the owner looks paused or dead: ${last}, though a live owner renews about every ${every} s; its lease ends in ${record.expiresAt - now} s, then the next request takes the key over (keys:release frees it now)`;
 }

@@ -66,7 +66,8 @@ export class StoreCalls {
         isTransactionCanceled(error) ||
         (operation === 'claim' && isReplicatedWriteConflict(error))
       ) {
-        this.logger.debug({ msg: 'conditional write rejected', ...fields });
+        // A lost claim is a duplicate, not a fault: one line at debug (a fresh Nest app prints debug), counted in metrics.
+        this.logger.debug(`conditional write rejected: ${operation} on ${this.tableName} (${result})`);
         throw error;
       }
       const fix = misconfigurationFix(error);
