@@ -276,22 +276,30 @@ export class LateOwner extends Step {
     readonly how: 'release --force' | 'release' | 'lease-ends' | 'swept',
     readonly retake: boolean,
     readonly then: 'ok' | 'fail' | 'heartbeat',
+    /** The long-lived process a run starts on when none of the key is running. */
+    readonly owner: 0 | 1 = 0,
   ) {
     super();
   }
   async act(fleet: Fleet) {
-    const run = [...fleet.executions]
-      .reverse()
-      .find(
-        ({ key, state, instance }) => key === this.key && state === 'running' && !instance.crashed && !instance.frozen,
-      );
-    if (!run || modeOf(this.key) !== 'lease') return;
-    const other = fleet.instances.find((each) => each !== run.instance && !each.crashed && each.index !== 2)!;
+    if (modeOf(this.key) !== 'lease') return;
     const at = async (then: () => void | Promise<void>) => {
       await then();
       await settle(fleet);
       await fleet.check();
     };
+    const running = () =>
+      [...fleet.executions]
+        .reverse()
+        .find(
+          ({ key, state, instance }) =>
+            key === this.key && state === 'running' && !instance.crashed && !instance.frozen,
+        );
+    // No run of the key is running: one starts (on a long-lived process), unless the key is held or done.
+    if (!running()) await at(() => fleet.send(this.owner, this.key, 0, false));
+    const run = running();
+    if (!run) return;
+    const other = fleet.instances.find((each) => each !== run.instance && !each.crashed && each.index !== 2)!;
     if (this.how === 'release --force' || this.how === 'release') {
       await at(() => new Remove(other.index, this.key, this.how as 'release').act(fleet));
     } else {
@@ -303,7 +311,7 @@ export class LateOwner extends Step {
     else run.finish(this.then);
   }
   toString() {
-    return `late-owner(key ${this.key}: ${this.how}${this.retake ? ', the request run elsewhere' : ''}, then the first run ${this.then})`;
+    return `late-owner(key ${this.key}, owner ${this.owner}: ${this.how}${this.retake ? ', the request run elsewhere' : ''}, then the first run ${this.then})`;
   }
 }
 
@@ -378,7 +386,9 @@ const lateOwner = fc
     fc.boolean(),
     fc.constantFrom<'ok' | 'fail' | 'heartbeat'>('ok', 'fail', 'heartbeat'),
   )
-  .map(([k, how, retake, then]) => new LateOwner(k, how, retake, then));
+  .chain(([k, how, retake, then]) =>
+    fc.constantFrom<0 | 1>(0, 1).map((owner) => new LateOwner(k, how, retake, then, owner)),
+  );
 
 /** Every step, weighted: mostly requests and runs finishing, then time, faults and operators. */
 export const steps = [

@@ -161,7 +161,10 @@ describe('the protocol simulation on dynalite (a table shared with the app’s o
           const property = store === 'memory' ? inMemoryProperty() : dynaliteProperty(client);
           const numRuns = store === 'memory' ? runs : dynaliteRuns;
           const details = await fc.check(property, { numRuns, seed: each, endOnFailure: true });
-          const what = details.failed ? String((details.errorInstance as Error | undefined)?.message ?? '') : undefined;
+          const message = details.failed
+            ? String((details.errorInstance as Error | undefined)?.message ?? '')
+            : undefined;
+          const what = message?.includes('violated: ') ? message.split('violated: ')[1] : message;
           results.push({
             store,
             seed: each,
