@@ -235,8 +235,8 @@ const CATALOGUE = [
     edits: [
       [
         'contexts/method.context.ts',
-        "  operation({ route }: InterceptedCall): string {\n    return route.name!;",
-        "  operation({ route, context }: InterceptedCall): string {\n    return `${context.getClass().name}.${context.getHandler().name}` || route.name!;",
+        '  operation({ route }: InterceptedCall): string {\n    return route.name!;',
+        '  operation({ route, context }: InterceptedCall): string {\n    return `${context.getClass().name}.${context.getHandler().name}` || route.name!;',
       ],
     ],
   },
@@ -248,7 +248,7 @@ const CATALOGUE = [
   {
     id: 'reentrant-unchecked',
     what: '§1 (issue 63) a call under a record key its own caller holds waits on itself',
-    edits: [['protocol/idempotency.service.ts', '      if (holder) throw new IdempotencyReentrantCallError', '      if (holder && false) throw new IdempotencyReentrantCallError']],
+    edits: [['protocol/idempotency.service.ts', '      refuseReentrant(call.recordKey);\n', '']],
   },
   {
     id: 'mcp-unstored-json',

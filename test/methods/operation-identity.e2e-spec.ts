@@ -161,7 +161,7 @@ describe.each(ENGINES)('one identity per operation (%s)', (engine) => {
       }
     }
     await expect(app({ providers: [SameName] })).rejects.toThrow(
-      'SameName.work, Base.work (overridden by SameName.work): two protected operations named "base.work"; a method and the one it overrides, both protected under one name: the override\'s call of super would wait on its own claim for ever',
+      'Base.work (overridden by SameName.work), SameName.work: two protected operations named "base.work"; a method and the one it overrides, both protected under one name: the override\'s call of super would wait on its own claim for ever',
     );
     @Injectable()
     class OwnName extends Base {
@@ -170,6 +170,23 @@ describe.each(ENGINES)('one identity per operation (%s)', (engine) => {
         return `sub ${await super.work(id)}`;
       }
     }
+    // An override without a decorator still reaches its super method: that operation's name counts too.
+    @Injectable()
+    class Unprotected extends Base {
+      override async work(id: string): Promise<string> {
+        return `plain ${await super.work(id)}`;
+      }
+    }
+    @Injectable()
+    class Other {
+      @Idempotent({ name: 'base.work', key: (id: string) => id })
+      async run(id: string): Promise<string> {
+        return id;
+      }
+    }
+    await expect(app({ providers: [Unprotected, Other] })).rejects.toThrow(
+      'Base.work (overridden by Unprotected.work), Other.run: two protected operations named "base.work"',
+    );
     const own = (await app({ providers: [OwnName] })).get(OwnName);
     expect(await own.work('w-1')).toBe('sub base w-1');
     expect(await own.work('w-1')).toBe('sub base w-1');

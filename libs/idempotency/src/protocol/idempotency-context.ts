@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Injectable } from '@nestjs/common';
 import { DERIVE_KEY_HOOK } from '../client/derived-key';
+import { IdempotencyReentrantCallError } from '../errors/idempotency.errors';
 import { derivedKeyOf } from '../keys/derived-key';
 import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
@@ -38,14 +39,15 @@ export function runningClaim(): RunningClaim | undefined {
 }
 
 /**
- * The running claim, here or in a call this one runs inside, that holds `recordKey`: a protected call under it would
- * wait on itself for ever (a method that calls itself with its key). Tracked calls only.
+ * Refuses a protected call under a record key that the call running here, or one it runs inside, holds: it would wait
+ * on itself for ever (a method that calls itself with its key). Tracked calls only.
  */
-export function claimHolding(recordKey: string): RunningClaim | undefined {
+export function refuseReentrant(recordKey: string): void {
   for (let claim = claims.getStore(); claim; claim = claim.parent) {
-    if (claim.open && claim.recordKey === recordKey) return claim;
+    if (claim.open && claim.recordKey === recordKey) {
+      throw new IdempotencyReentrantCallError(claim.route?.() ?? recordKey);
+    }
   }
-  return undefined;
 }
 
 // The retrying client (`nestjs-dynamodb-idempotency/client`, which imports nothing of Nest) asks the tracked call it

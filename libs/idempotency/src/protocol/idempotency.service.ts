@@ -1,11 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import {
-  IdempotencyError,
-  IdempotencyInFlightError,
-  IdempotencyMismatchError,
-  IdempotencyReentrantCallError,
-} from '../errors/idempotency.errors';
+import { IdempotencyError, IdempotencyInFlightError, IdempotencyMismatchError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
@@ -14,7 +9,7 @@ import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.re
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { replayOf } from './completed-response';
-import { claimHolding, IdempotencyContext } from './idempotency-context';
+import { IdempotencyContext, refuseReentrant } from './idempotency-context';
 import { checkExecuteOptions, functionWork } from './function-work';
 import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
@@ -112,10 +107,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     );
   }
 
-  /**
-   * Checks `execute()`'s options without running anything (`processBatch` does, before its first record): a `TypeError`
-   * naming the first bad one (an empty or too long operation, a setting that is not a usable number).
-   */
+  /** `execute()`'s checks, without running anything (`processBatch`'s first): a `TypeError` naming a bad option. */
   checkOptions(options: Omit<ExecuteOptions, 'key'>): void {
     checkExecuteOptions(options, this.options);
   }
@@ -127,7 +119,8 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /**
    * Forgets what this process knows of a record an operator removed (`IdempotencyAdmin`'s purge or release): its
-   * cached answer. Other processes see the removal once their cached entries' `replayCache.maxAgeSeconds` has passed.
+   * cached answer, and a local owner's shared confirmation read. Other processes see the removal once their cached
+   * entries' `replayCache.maxAgeSeconds` has passed (and their shared reads' second).
    */
   forget(recordKey: string): void {
     this.cache.evict(recordKey);
@@ -154,8 +147,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       const described = work.describe();
       call = described instanceof Promise ? await described : described;
       if (!call) return await work.execute();
-      const holder = claimHolding(call.recordKey);
-      if (holder) throw new IdempotencyReentrantCallError(holder.route?.() ?? call.recordKey);
+      refuseReentrant(call.recordKey);
       call.transport = work.transport;
       if (report) call.report = report;
       const acquired =

@@ -61,8 +61,10 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     }
     return this.scanner.getAllMethodNames(prototype).flatMap((name) => {
       const handler = prototype[name];
+      // What an override reaches through `super`, protected or not itself.
+      const overridden = isController ? [] : this.addOverridden(prototype, name, handler, operations);
       const options = idempotentOptionsOf(this.reflector, handler, type);
-      if (!options) return [];
+      if (!options) return overridden;
       const where = `${type.name}.${name}`;
       const problem = isController
         ? this.handlerProblem(prototype, name, handler, wrapper)
@@ -71,35 +73,42 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       try {
         validateCallSettings(options, where, this.options.clockSkewSeconds);
         operations.add(type, name, handler, options, where);
-        if (!isController) this.addOverridden(prototype, name, handler, operations);
       } catch (error) {
-        return [(error as Error).message];
+        return [...overridden, (error as Error).message];
       }
       this.warnIfOnePartition(where, options);
       if (options.keyFrom && !isGraphqlMutation(handler) && !Reflect.hasMetadata(MCP_TOOL_METADATA, handler)) {
         return [
+          ...overridden,
           `${where}: keyFrom: { arg } reads a GraphQL mutation's or an MCP tool's arguments; use key: (request) => … here`,
         ];
       }
-      return [];
+      return overridden;
     });
   }
 
   /**
-   * The protected methods a provider's method overrides, which its `super` calls reach: operations of the application
-   * too, under the provider's class (a base class's method reached by two subclasses is two operations).
+   * The protected methods a provider's method overrides, which its `super` calls reach (whether the override is
+   * protected or not): operations of the application too, under the provider's class (a base class's method reached by
+   * two subclasses is two operations). The problems of their own names.
    */
-  private addOverridden(prototype: object, name: string, handler: Function, operations: OperationNames): void {
+  private addOverridden(prototype: object, name: string, handler: Function, operations: OperationNames): string[] {
     const type = prototype.constructor;
+    const problems: string[] = [];
     for (let base = Object.getPrototypeOf(prototype); base && base !== Object.prototype;) {
       const method: unknown = Object.getOwnPropertyDescriptor(base, name)?.value;
       const options = typeof method === 'function' ? this.reflector.get(IdempotentRoute, method) : undefined;
       if (options && method !== handler) {
         const where = `${(base as object).constructor.name}.${name} (overridden by ${type.name}.${name})`;
-        operations.add(type, name, method as Function, options, where);
+        try {
+          operations.add(type, name, method as Function, options, where);
+        } catch (error) {
+          problems.push((error as Error).message);
+        }
       }
       base = Object.getPrototypeOf(base);
     }
+    return problems;
   }
 
   /** A sort-key layout puts an unscoped route's records in one partition: its writes share that partition's limit. */
