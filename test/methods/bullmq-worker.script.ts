@@ -27,13 +27,9 @@ class Payments extends WorkerHost {
     super();
   }
 
-  // waitMs: a job whose key is held by a worker that died waits for its lease to end, then resumes its steps.
-  @Idempotent({
-    name: 'payments.process',
-    key: (job: Job<Payment>) => job.data.messageId,
-    fingerprint: (job: Job<Payment>) => job.data,
-    waitMs: 15_000,
-  })
+  // waitMs: a job whose key is held by a worker that died waits for its lease to end, then resumes its steps. The
+  // default fingerprint: the job's name and data (its id, attempts, lock token and signal are delivery metadata).
+  @Idempotent({ name: 'payments.process', key: (job: Job<Payment>) => job.data.messageId, waitMs: 15_000 })
   async process(job: Job<Payment>): Promise<{ chargeId: string; shippedBy: number }> {
     const chargeId = await this.idempotency.step('charge', async () => {
       await effects.rpush('effects', `charge ${job.data.messageId} ${process.pid}`);

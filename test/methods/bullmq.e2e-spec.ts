@@ -88,7 +88,7 @@ describeWithRedis('@Idempotent() on a BullMQ processor, two worker processes', (
     await doomed.exited;
     // The key is held by the dead worker: PENDING, its first step recorded.
     const repository = new DynamoDbIdempotencyRepository({ client: localClient(endpoint), tableName });
-    const record = await repository.get({ key: recordKey('Payments.process', undefined, 'm-2') });
+    const record = await repository.get({ key: recordKey('payments.process', undefined, 'm-2') });
     expect(record).toMatchObject({ status: 'PENDING' });
     const rescuer = await start();
     const [done] = await finished(queue, [job.id!]);

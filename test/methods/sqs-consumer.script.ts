@@ -24,7 +24,9 @@ class Payments {
   // Returns nothing: sqs-consumer deletes a message whose handler returns no object (a stored result would be taken
   // for the message to delete). waitMs: a redelivery whose key is held by a consumer that died waits for its lease.
   @SqsMessageHandler('payments')
-  @Idempotent({ name: 'payments.handle', key: keyOf, fingerprint: (message: Message) => message.Body, waitMs: 15_000 })
+  // The default fingerprint: the message's body and attributes (its receipt handle and receive counts are delivery
+  // metadata, different on each delivery).
+  @Idempotent({ name: 'payments.handle', key: keyOf, waitMs: 15_000 })
   async handle(message: Message): Promise<void> {
     const key = keyOf(message);
     await this.idempotency.step('charge', async () => appendFileSync(EFFECTS!, `charge ${key} ${process.pid}\n`));

@@ -105,7 +105,7 @@ describe('@Idempotent() on an @SqsMessageHandler, two consumer processes', () =>
     await doomed.exited;
     // The key is held by the dead consumer: PENDING, its charge recorded.
     const repository = new DynamoDbIdempotencyRepository({ client: localClient(endpoint), tableName });
-    const record = await repository.get({ key: recordKey('Payments.handle', undefined, 'pay-o-2') });
+    const record = await repository.get({ key: recordKey('payments.handle', undefined, 'pay-o-2') });
     expect(record).toMatchObject({ status: 'PENDING' });
     const rescuer = await start();
     await send(queueUrl, payment, 'pay-o-2');
