@@ -77,7 +77,7 @@ const CATALOGUE = [
   {
     id: 'shared-confirmation',
     what: '§3 each duplicate reads the record before its 409 (no shared read)',
-    edits: [['protocol/single-flight.ts', '      !flight.confirming ||', '      true ||']],
+    edits: [['protocol/single-flight.ts', '    if (!flight.confirming) {', '    if (true) {']],
   },
   {
     id: 'claim-skew',

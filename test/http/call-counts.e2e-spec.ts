@@ -109,9 +109,9 @@ describe.each(ENGINES)('DynamoDB calls per scenario on %s', (engine: Engine) => 
     expect(duplicates.map(({ status }) => status)).toEqual(Array(19).fill(409));
     expect(RunsByKey.of(key)).toBe(1);
     expect(calls.uncached.counts.UpdateItem).toBe(2);
-    // Each 409 is confirmed in the store (an operator may have released the key); the duplicates share one read, for
-    // up to a second after its answer. A burst that spreads over more than that second (a loaded machine) reads once
-    // more: at most 4 calls in all, never one read per duplicate.
+    // Each 409 is confirmed in the store (an operator may have released the key); the duplicates gather for 25 ms and
+    // share one read. A burst that spreads over more than that (a loaded machine) reads once more: at most 4 calls in
+    // all, never one read per duplicate.
     expect(calls.uncached.counts.GetItem).toBeGreaterThanOrEqual(1);
     expect(calls.uncached.counts.UpdateItem + calls.uncached.counts.GetItem).toBeLessThanOrEqual(4);
   });

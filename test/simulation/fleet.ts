@@ -13,7 +13,6 @@ import type { CallTracking } from '../../libs/idempotency/src/protocol/call-trac
 import { resolveOptions } from '../../libs/idempotency/src/options/resolved-options';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { runBefore } from '../../libs/idempotency/src/protocol/invocation-deadline';
-import { CONFIRMATION_SHARED_MS } from '../../libs/idempotency/src/protocol/single-flight';
 import { StoreReadiness } from '../../libs/idempotency/src/startup/store-readiness';
 import { INVARIANTS, InvariantId } from './invariants';
 import { InstanceClock, InstanceRepository, SimulatedStore, SKEW_SECONDS, Time } from './stores';
@@ -89,6 +88,9 @@ export class Instance {
       replayCache: cached ? { maxEntries: 100, maxAgeSeconds: MAX_AGE_SECONDS } : { enabled: false },
       startupCheck: false,
     });
+    // A duplicate's confirmation read is sent on the next turn, not after a real-time gathering delay: every read of a
+    // step is answered within the step (the simulation's time is its own).
+    options.confirmationGatherMs = 0;
     const tracking = { tracked: false } as CallTracking;
     const telemetry = new IdempotencyTelemetry();
     const sweeps = fleet.store.repositoryFor(this.clock, 'sweep');
@@ -436,11 +438,7 @@ export class Fleet {
     if ('error' in answer) {
       // A run told its lease is lost (a step found it passed) answers 409 lease-lost: not an in-flight answer.
       if (answer.error instanceof IdempotencyInFlightError && !(answer.error instanceof IdempotencyLeaseLostError)) {
-        if (
-          record?.status !== 'PENDING' &&
-          !this.holder(key) &&
-          !this.releasedElsewhereJustNow(key, request.instance)
-        ) {
+        if (record?.status !== 'PENDING' && !this.holder(key)) {
           this.violate('in-flight-held', `request ${request.id} was answered in flight, but no run holds the key`);
         }
         return;
@@ -498,15 +496,6 @@ export class Fleet {
         run.seq > released &&
         run.leaseEndMs > this.time.ms,
     );
-  }
-
-  /**
-   * Whether the key's record was last removed less than `CONFIRMATION_SHARED_MS` ago by another instance (or by the
-   * table's TTL): the duplicates of a local owner share one read of the record for that long, so such a 409 is allowed.
-   */
-  private releasedElsewhereJustNow(key: number, instance: Instance): boolean {
-    const last = (this.removals.get(key) ?? []).at(-1);
-    return last !== undefined && last.by !== instance && this.time.ms - last.ms < CONFIRMATION_SHARED_MS;
   }
 
   /** When an operator last removed the key's record (its place in the order of events), or 0. */

@@ -12,7 +12,7 @@ export const INVARIANTS = {
   'invocation-ends-settled':
     'An AWS Lambda invocation (withLambdaContext) ends only once every protected call it started has settled, unless its deadline came first.',
   'in-flight-held':
-    'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release, or a release made by another process less than a second before (the duplicates of a burst share one read of the record).',
+    'A 409 in-flight answer means the key is held: a PENDING record or a live run that claimed it after its last release.',
   'admin-finds-keys':
     'The admin finds every key: an operator’s command that names a call’s operation, key and scope (a number typed as its digits) reaches the record the module wrote for it.',
   'steps-resume':

@@ -7,6 +7,7 @@ import {
   IdempotencyAdmin,
   IdempotencyContext,
   IdempotencyInFlightError,
+  IdempotencyMismatchError,
   IdempotencyModule,
   IdempotencyService,
 } from 'nestjs-dynamodb-idempotency';
@@ -135,7 +136,7 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
   });
 
   it('gives a different request under one client key its own step keys: 999 ordered is 999 charged', async () => {
-    const { service } = await instance();
+    const { service, admin } = await instance();
     const key = newKey();
     const http = createIdempotentClient({ baseUrl: provider.url });
     const stepKeys: string[] = [];
@@ -150,7 +151,10 @@ describe.each(ENGINES)('step inputs on %s', (engine: Engine) => {
       });
     await expect(order(100, true)).rejects.toThrow('the receipt service is down');
     await expect(order(100, true)).rejects.toThrow('the receipt service is down'); // the same request: resumed
-    // Another request with the client's key: accepted as new (the first failed), charged for what it asked.
+    // Another request with the client's key: refused while the first's recorded charge is kept; once an operator
+    // forgets it (or the record expires), accepted as new and charged for what it asked.
+    await expect(order(999, false)).rejects.toBeInstanceOf(IdempotencyMismatchError);
+    expect((await admin.release({ name: 'fn orders', key }, { force: true })).done).toBe(true);
     expect(await order(999, false)).toMatchObject({ amount: 999 });
     expect(stepKeys).toHaveLength(2);
     expect(stepKeys[0]).not.toBe(stepKeys[1]);

@@ -9,6 +9,7 @@ import {
   IdempotencyContext,
   IdempotencyLeaseLostError,
   IdempotencyModule,
+  IdempotencyMismatchError,
   IdempotencyModuleOptions,
   IdempotencyReconciler,
   IdempotencyService,
@@ -187,7 +188,7 @@ describe('IdempotencyContext.step through execute()', () => {
 
   it("gives a step the key deriveKey(name) returns, and never hands one request another request's steps", async () => {
     const tableName = await newTable();
-    const { service } = await instance(tableName);
+    const { service, clock } = await instance(tableName);
     const key = newKey();
     let derived = '';
     const stepKeys: string[] = [];
@@ -200,12 +201,18 @@ describe('IdempotencyContext.step through execute()', () => {
     ).rejects.toThrow('not final');
     expect(stepKeys).toEqual([derived]);
     let ran = false;
-    const other = await service.execute({ operation: 'checkout', key, fingerprint: 'second' }, (context) =>
-      context.step('debit', () => {
-        ran = true;
-        return 'second request';
-      }),
-    );
+    const second = () =>
+      service.execute({ operation: 'checkout', key, fingerprint: 'second' }, (context) =>
+        context.step('debit', () => {
+          ran = true;
+          return 'second request';
+        }),
+      );
+    // The released record holds the first request's step: another request is refused while it is kept (300 s).
+    await expect(second()).rejects.toBeInstanceOf(IdempotencyMismatchError);
+    expect(ran).toBe(false);
+    clock.advanceSeconds(301);
+    const other = await second();
     expect(ran).toBe(true);
     expect(other).toBe('second request');
     expect((await item(tableName, key))?.runs).toBe(1);

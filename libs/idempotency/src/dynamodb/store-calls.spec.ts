@@ -48,12 +48,7 @@ describe('StoreCalls.send', () => {
       throw refusal;
     });
     await expect(calls.send(operation, get)).rejects.toBe(refusal);
-    expect(logs.debug).toHaveBeenCalledWith({
-      msg: 'conditional write rejected',
-      operation,
-      table: 'keys',
-      dynamo_error_code: code,
-    });
+    expect(logs.debug).toHaveBeenCalledWith(`conditional write rejected: ${operation} on keys (${code})`);
     expect(logs.error).not.toHaveBeenCalled();
     expect(timed).toHaveBeenCalledWith('keys', operation, expect.any(Number), code);
   });

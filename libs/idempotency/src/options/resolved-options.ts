@@ -58,6 +58,11 @@ export type ResolvedIdempotencyOptions = Required<
     downstreamKeyHeaders: string[];
     /** Set when `encryption` is. */
     sealer?: ResponseSealer;
+    /**
+     * Not an option: how long a local owner's duplicates gather before their shared confirmation read
+     * (`CONFIRMATION_GATHER_MS`). The simulation drives it at 0 (the read sent on the next turn), to stay in step.
+     */
+    confirmationGatherMs?: number;
   };
 
 /** Every default filled in and every value checked: misconfiguration fails at startup, not on the first request. */

@@ -68,7 +68,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       maxAgeSeconds: options.replayCacheMaxAgeSeconds,
       clock,
     });
-    this.flights = new SingleFlight(repository, clock, telemetry);
+    this.flights = new SingleFlight(repository, clock, telemetry, options.confirmationGatherMs);
     telemetry.outcomes.hook = options.onOutcome;
     const recorder = new OutcomeRecorder({
       repository,
@@ -119,12 +119,10 @@ export class IdempotencyService implements OnApplicationShutdown {
 
   /**
    * Forgets what this process knows of a record an operator removed (`IdempotencyAdmin`'s purge or release): its
-   * cached answer, and a local owner's shared confirmation read. Other processes see the removal once their cached
-   * entries' `replayCache.maxAgeSeconds` has passed (and their shared reads' second).
+   * cached answer. Other processes see the removal once their cached entries' `replayCache.maxAgeSeconds` has passed.
    */
   forget(recordKey: string): void {
     this.cache.evict(recordKey);
-    this.flights.unconfirm(recordKey);
   }
 
   /** A stopping process renews nothing more: for the other instances it is as if it had crashed. */

@@ -16,12 +16,8 @@ export class Flight {
   leaseLost = false;
   private waiting?: Promise<void>;
   private wake?: () => void;
-  /**
-   * The confirmation read (`SingleFlight.confirm`), shared by the duplicates that arrive while it is on its way and for
-   * `CONFIRMATION_SHARED_MS` after its answer (`confirmedAtMs`, monotonic).
-   */
+  /** The confirmation read in progress (`SingleFlight.confirm`), shared by the duplicates that arrive meanwhile. */
   confirming?: Promise<IdempotencyRecord | undefined>;
-  confirmedAtMs?: number;
 
   constructor(
     readonly claim: Promise<ClaimResult>,
@@ -72,11 +68,10 @@ export interface WonClaim {
 }
 
 /**
- * How long after its answer a confirmation read is shared by the duplicates of a local owner: a burst costs one read,
- * and a release made by another process is seen by the first duplicate that comes this long after the read (a 409's
- * `Retry-After` is 1 s by default).
+ * How long the duplicates of a local owner gather before their shared confirmation read is sent (ms): a burst that
+ * arrives over a few event-loop turns costs one read.
  */
-export const CONFIRMATION_SHARED_MS = 1000;
+export const CONFIRMATION_GATHER_MS = 25;
 
 /** The span outcome of a claim. */
 const claimOutcome = (result: ClaimResult) => (result.claimed ? 'won' : 'lost');
@@ -93,6 +88,8 @@ export class SingleFlight {
     private readonly repository: IdempotencyRepository,
     private readonly clock: IdempotencyClock,
     private readonly telemetry: IdempotencyTelemetry,
+    /** How long duplicates gather before their shared confirmation read (`CONFIRMATION_GATHER_MS`; 0: the next turn). */
+    private readonly gatherMs = CONFIRMATION_GATHER_MS,
   ) {}
 
   /** The flight to await the claim on (`flight.claim`): a running one for this key, or one whose claim is sent now. */
@@ -135,42 +132,25 @@ export class SingleFlight {
   /**
    * The record of a key a local owner holds, as the store has it, read before a duplicate is told it is in flight: an
    * operator may have released the key meanwhile (`keys:release`), and then the next request must run, not wait for
-   * the local lease. Duplicates share one read: those that arrive while it is on its way, and those that arrive up to
-   * `CONFIRMATION_SHARED_MS` after its answer (a burst costs one read, not one each); a later one reads again. Still
-   * this claim's: the local owner's record. Otherwise the flight ends (the owner's completion will be refused) and the
-   * record read, if any, is returned.
+   * the local lease. The duplicates of a burst share one read: it is sent `gatherMs` after the first of them (25 ms),
+   * and every duplicate that arrives before its answer shares it; one that arrives after it was answered reads again,
+   * so a 409 never rests on a read older than the duplicate itself. Still this claim's: the local owner's record.
+   * Otherwise the flight ends (the owner's completion will be refused) and the record read, if any, is returned.
    */
   async confirm(call: ProtectedCall, flight: Flight, claimToken: string): Promise<IdempotencyRecord | undefined> {
-    const { confirmedAtMs } = flight;
-    if (
-      !flight.confirming ||
-      (confirmedAtMs !== undefined && this.clock.monotonicMs() - confirmedAtMs >= CONFIRMATION_SHARED_MS)
-    ) {
-      // Sent on the next turn of the event loop, so that the duplicates of a burst parsed meanwhile share it too.
-      const read = setImmediatePromise().then(() =>
-        this.repository.get({ key: call.recordKey, partition: call.partition }),
-      );
+    if (!flight.confirming) {
+      const gathered = this.gatherMs > 0 ? sleep(this.gatherMs) : setImmediatePromise();
+      const read = gathered.then(() => this.repository.get({ key: call.recordKey, partition: call.partition }));
       flight.confirming = read;
-      flight.confirmedAtMs = undefined;
-      read.then(
-        () => {
-          if (flight.confirming === read) flight.confirmedAtMs = this.clock.monotonicMs();
-        },
-        () => {
-          if (flight.confirming === read) flight.confirming = undefined;
-        },
-      );
+      const done = () => {
+        if (flight.confirming === read) flight.confirming = undefined;
+      };
+      read.then(done, done);
     }
     const record = await flight.confirming;
     if (record?.status === 'PENDING' && record.claimToken === claimToken) return localOwner(call, flight, claimToken);
     this.forget(call.recordKey, flight);
     return record;
-  }
-
-  /** A record this process removed (an operator's command): its duplicates read the store again. */
-  unconfirm(recordKey: string): void {
-    const flight = this.flights.get(recordKey);
-    if (flight) flight.confirming = undefined;
   }
 
   /** Ends a flight: requests waiting on it look again. A successor's flight for the same key is left alone. */
