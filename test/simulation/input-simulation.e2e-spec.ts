@@ -41,7 +41,10 @@ const seed = INPUT_SEED;
  * An invalid Date is itself: Jest's equality calls two `new Date(NaN)` different (NaN is not NaN), though the typed
  * encoding gives back exactly the value recorded (a generated step result holds one now and then).
  */
-expect.addEqualityTesters([
+// (`addEqualityTesters` is Jest's; @types/jest does not declare it.)
+(
+  expect as unknown as { addEqualityTesters(testers: ((a: unknown, b: unknown) => boolean | undefined)[]): void }
+).addEqualityTesters([
   (a: unknown, b: unknown) =>
     a instanceof Date && b instanceof Date && Number.isNaN(a.getTime()) && Number.isNaN(b.getTime()) ? true : undefined,
 ]);
