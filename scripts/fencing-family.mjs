@@ -58,7 +58,9 @@ export function conditionConjuncts(condition) {
         // An AND's operand is a conjunct; so is an OR's alternative that is the lease's end alone (its only condition).
         const leaseAlone = separator === ' OR ' && /^#expires < :\w+$/.test(part);
         if (separator === ' AND ' || leaseAlone) {
-          mutants.push({ conjunct: part, condition: with_(`(${part} OR NOT (${part}))`) });
+          // DynamoDB refuses redundant parentheses: a part already in its own is negated as it is.
+          const negated = unwrap(part) === part ? `NOT (${part})` : `NOT ${part}`;
+          mutants.push({ conjunct: part, condition: with_(`(${part} OR ${negated})`) });
         }
         walk(part, with_);
       });
