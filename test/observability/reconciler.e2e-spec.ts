@@ -76,16 +76,22 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
   it('marks stuck PENDING items FAILED, counts TTL-stale items, and reports both gauges', async () => {
     await seed(repository, clock);
     const reconciler = await reconcilerOn(repository, clock, tableName);
-    const result = await reconciler.sweep({ maxPagesPerSecond: 1000 });
+    const result = await reconciler.sweep({ maxPagesPerSecond: 1000, ttlCount: 'full' });
     // The in-memory store evicts a finished record past its expiry on a later write, as DynamoDB's TTL would: the
-    // expired completion is gone by the time of the sweep there, and only the stuck lease is TTL-stale.
+    // expired completion is gone by the time of the sweep there, and only the stuck lease is TTL-stale. The in-memory
+    // store has no index: one scan serves both. The DynamoDB table has the index of keys in flight: the TTL canary
+    // counts its 4 items, and the stuck lease comes from the index (one more item read).
     const evicted = kind === 'in-memory' ? 1 : 0;
+    const indexed = kind === 'dynalite';
     expect(result).toEqual({
-      scanned: 4 - evicted,
+      scanned: 4 - evicted + (indexed ? 1 : 0),
       stuckPending: 1,
       released: 1,
       unreleased: 0,
       ttlStale: 2 - evicted,
+      ttlSampled: 4 - evicted,
+      ttlEstimated: false,
+      indexed,
       deleted: 0,
     });
     expect(await repository.get({ key: k('stuck') })).toMatchObject({ status: 'FAILED' });
@@ -105,12 +111,16 @@ describe.each(['in-memory', 'dynalite'])('IdempotencyReconciler on %s', (kind) =
     for (let i = 0; i < 25; i++) await repository.claim({ key: k(`k${i}`), fingerprint: 'fp', leaseSeconds: 1 });
     clock.advanceSeconds(4); // past the 1 s leases and the 2 s clock-skew margin
     const reconciler = await reconcilerOn(repository, clock, tableName);
-    expect(await reconciler.sweep({ pageSize: 10, maxPagesPerSecond: 1000 })).toEqual({
-      scanned: 25,
+    const indexed = kind === 'dynalite';
+    expect(await reconciler.sweep({ pageSize: 10, maxPagesPerSecond: 1000, ttlCount: 'full' })).toEqual({
+      scanned: indexed ? 50 : 25,
       stuckPending: 25,
       released: 25,
       unreleased: 0,
       ttlStale: 25,
+      ttlSampled: 25,
+      ttlEstimated: false,
+      indexed,
       deleted: 0,
     });
   });
@@ -193,12 +203,16 @@ describe('IdempotencyReconciler on a table it shares (single-table layout, dynal
     await seed(repository, clock);
 
     const reconciler = await reconcilerOn(repository, clock, tableName);
-    expect(await reconciler.sweep({ maxPagesPerSecond: 1000 })).toEqual({
-      scanned: 4,
+    // The index of keys in flight (the app's order has no in_flight: it is not in it), and the canary counting all.
+    expect(await reconciler.sweep({ maxPagesPerSecond: 1000, ttlCount: 'full' })).toEqual({
+      scanned: 4 + 1,
       stuckPending: 1,
       released: 1,
       unreleased: 0,
       ttlStale: 2,
+      ttlSampled: 4,
+      ttlEstimated: false,
+      indexed: true,
       deleted: 0,
     });
     const { Item } = await client.send(
@@ -264,6 +278,9 @@ describe('scheduled sweeps', () => {
         stuckPending: 0,
         released: 0,
         unreleased: 0,
+        ttlSampled: 0,
+        ttlEstimated: false,
+        indexed: false,
         ttlStale: 0,
         deleted: 0,
       });

@@ -73,6 +73,7 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
           keySchema: options.keySchema,
           attributeNames: options.attributeNames,
           keyPrefix: options.keyPrefix,
+          inFlightIndex: options.inFlightIndex,
           clock,
           telemetry,
         }),

@@ -90,6 +90,8 @@ export type {
   CompleteResult,
   FailInput,
   GetInput,
+  InFlightCost,
+  InFlightInput,
   PutCompletedInput,
   PutCompletedResult,
   RecordLocation,

@@ -7,10 +7,11 @@ import { DynamoDBClient, UpdateItemCommand, UpdateItemCommandInput } from '@aws-
  * `bench/module-cpu.ts` (which measure the SDK side alone).
  */
 const CLAIM_UPDATE =
-  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one';
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one';
 const CLAIM_CONDITION =
   'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
-const COMPLETE_UPDATE = 'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now';
+const COMPLETE_UPDATE =
+  'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now REMOVE #inflight';
 const OWNED = '#status = :pending AND #token = :token';
 
 export const floorRequests = {
@@ -28,6 +29,7 @@ export const floorRequests = {
         '#fingerprint': 'fingerprint',
         '#pending': 'pending_since',
         '#holder': 'holder',
+        '#inflight': 'in_flight',
         '#steps': 'steps',
         '#response': 'response',
         '#completed': 'completed_at',
@@ -46,6 +48,7 @@ export const floorRequests = {
         ':noSteps': { M: {} },
         ':one': { N: '1' },
         ':holder': { S: holder },
+        ':shard': { S: `in-flight#${(parseInt(pk.slice(-1), 16) || 0).toString(16)}` },
       },
       ReturnValues: 'ALL_OLD',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -64,6 +67,7 @@ export const floorRequests = {
         '#response': 'response',
         '#expires': 'expires_at',
         '#completed': 'completed_at',
+        '#inflight': 'in_flight',
         '#token': 'claim_token',
       },
       ExpressionAttributeValues: {

@@ -198,7 +198,12 @@ export class IdempotencyAdmin {
     }
     const partition = scope === undefined && given === undefined ? undefined : this.partitionOf(scope, given);
     const now = this.clock.nowSeconds();
-    for await (const page of this.repository.scan({ pageSize, partition })) {
+    // PENDING records of the whole table: the keys in flight (their index when the table has one), not every record.
+    const pages =
+      status === 'PENDING' && partition === undefined
+        ? this.repository.inFlight({ pageSize })
+        : this.repository.scan({ pageSize, partition });
+    for await (const page of pages) {
       for (const record of page) {
         if (status && record.status !== status) continue;
         if (now - record.pendingSince < olderThanSeconds) continue;

@@ -34,6 +34,8 @@ export const COMMON_FLAGS = {
   'partition-key': { type: 'string' },
   'sort-key': { type: 'string' },
   'key-prefix': { type: 'string' },
+  'in-flight-index': { type: 'string' },
+  'no-in-flight-index': { type: 'boolean' },
   config: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean' },
@@ -46,7 +48,9 @@ export const COMMON_HELP = `Where the table is (flags over --config over the env
   --partition-key NAME     the table's partition key (IDEMPOTENCY_PARTITION_KEY; default pk)
   --sort-key NAME          its sort key, for a single-table layout (IDEMPOTENCY_SORT_KEY; default none)
   --key-prefix TEXT        the prefix of the module's key values (IDEMPOTENCY_KEY_PREFIX; default none)
-  --config FILE.json       the module's options as JSON: tableName, keySchema, attributeNames, keyPrefix,
+  --in-flight-index NAME   the index of keys in flight (default in_flight); --no-in-flight-index: none (table:create
+                           leaves it out; sweeps and PENDING listings read the whole table)
+  --config FILE.json       the module's options as JSON: tableName, keySchema, attributeNames, keyPrefix, inFlightIndex,
                            partitionKeyValue (a fixed string), encryption, pendingTtlSeconds,
                            clockSkewSeconds, failedTtlSeconds
   --json                   print JSON instead of text
@@ -92,12 +96,15 @@ export function cliContext(
   const partitionKey = text('partition-key') ?? config.keySchema?.partitionKey ?? env('IDEMPOTENCY_PARTITION_KEY');
   const sortKey = text('sort-key') ?? config.keySchema?.sortKey ?? env('IDEMPOTENCY_SORT_KEY');
   const keyPrefix = text('key-prefix') ?? config.keyPrefix ?? env('IDEMPOTENCY_KEY_PREFIX');
+  const inFlightIndex =
+    values['no-in-flight-index'] === true ? false : (text('in-flight-index') ?? config.inFlightIndex);
   const layout: TableLayoutOptions = {
     ...(partitionKey || sortKey
       ? { keySchema: { partitionKey: partitionKey ?? 'pk', ...(sortKey ? { sortKey } : {}) } }
       : {}),
     ...(config.attributeNames ? { attributeNames: config.attributeNames } : {}),
     ...(keyPrefix ? { keyPrefix } : {}),
+    ...(inFlightIndex === undefined ? {} : { inFlightIndex }),
   };
   try {
     TableLayout.from(layout, '--config');

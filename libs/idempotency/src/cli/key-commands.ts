@@ -6,6 +6,7 @@ import { dynamoErrorCode } from '../dynamodb/dynamodb-errors';
 import { keySchemaProblem, locationOf, unusableBecause } from '../dynamodb/table-checks';
 import { TableLayout } from '../dynamodb/table-layout';
 import { IdempotencyStatus } from '../repository/idempotency.record';
+import { scanCostInWords } from '../observability/sweep-cost';
 import { CliCommand, CliContext, durationSeconds, sealerOf, UsageError } from './cli-context';
 
 const SELECTOR_FLAGS = {
@@ -203,6 +204,7 @@ async function list(context: CliContext): Promise<number> {
     scope: context.values.scope as string | undefined,
     partition: context.values.partition as string | undefined,
   };
+  if (filter.partition === undefined && filter.scope === undefined) await sayListingCost(context);
   const records: RecordReport[] = [];
   for await (const record of adminOf(context).list(filter)) records.push(record);
   context.print(
@@ -215,6 +217,27 @@ async function list(context: CliContext): Promise<number> {
   if (records.length === 0) context.out.error('no records');
   return records.length > 0 ? 0 : 1;
 }
+
+/**
+ * Before a listing of the whole table of a table without the index of keys in flight, on stderr: it reads every item
+ * (their count and size, the read units, and the command that adds the index). With the index, PENDING records come
+ * from it; other listings read the table, as asked.
+ */
+async function sayListingCost(context: CliContext): Promise<void> {
+  const cost = await new DynamoDbIdempotencyRepository({
+    client: context.client,
+    tableName: context.tableName,
+    ...context.layout,
+  })
+    .inFlightCost()
+    .catch(() => undefined);
+  if (!cost || cost.indexed) return;
+  context.out.error(scanCostInWords(cost, LISTING_ITEMS_PER_SECOND).text.replace('a sweep', 'this listing'));
+  if (cost.addIndex) context.out.error(`add the index: ${cost.addIndex}`);
+}
+
+/** About how many items a listing reads a second (pages of 100, one after another): for the estimate only. */
+const LISTING_ITEMS_PER_SECOND = 1000;
 
 function printResult(context: CliContext, result: AdminResult): number {
   context.print(result, [result.note, ...(result.record ? reportLines(result.record) : [])]);

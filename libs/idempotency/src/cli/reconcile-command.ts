@@ -12,13 +12,14 @@ export const RECONCILE_COMMANDS = {
     summary:
       'one reconciler sweep: release stuck PENDING items, count TTL-stale ones; exit 0, 1 if the sweep failed, 3 if stuck items could not be released',
     usage:
-      'reconcile [--max-pages-per-second 5] [--page-size 100] [--pushgateway URL] [--interval 60s] [--pending-ttl-seconds 60] [flags]',
+      'reconcile [--max-pages-per-second 5] [--page-size 100] [--ttl-count sample|full] [--pushgateway URL] [--interval 60s] [--pending-ttl-seconds 60] [flags]',
     flags: {
       'max-pages-per-second': { type: 'string' },
       'page-size': { type: 'string' },
       pushgateway: { type: 'string' },
       interval: { type: 'string' },
       'pending-ttl-seconds': { type: 'string' },
+      'ttl-count': { type: 'string' },
     },
     run: reconcile,
   },
@@ -34,6 +35,10 @@ async function reconcile(context: CliContext): Promise<number> {
     return value;
   };
   const interval = typeof values.interval === 'string' ? durationSeconds(values.interval, '--interval') : 60;
+  const ttlCount = values['ttl-count'] ?? 'sample';
+  if (ttlCount !== 'sample' && ttlCount !== 'full') {
+    throw new UsageError(`--ttl-count is sample or full, got ${String(ttlCount)}`);
+  }
   Logger.overrideLogger(new StderrLogger()); // stdout is the result's (--json)
   const clock = new SystemClock();
   let result: SweepResult;
@@ -46,8 +51,9 @@ async function reconcile(context: CliContext): Promise<number> {
         pendingTtlSeconds: number('pending-ttl-seconds') ?? config.pendingTtlSeconds,
         clockSkewSeconds: config.clockSkewSeconds,
         failedTtlSeconds: config.failedTtlSeconds,
+        reconcileIntervalSeconds: interval,
       },
-      { maxPagesPerSecond: number('max-pages-per-second'), pageSize: number('page-size') },
+      { maxPagesPerSecond: number('max-pages-per-second'), pageSize: number('page-size'), ttlCount },
       clock,
     );
   } catch (error) {
@@ -69,9 +75,9 @@ async function reconcile(context: CliContext): Promise<number> {
     }
   }
   context.print({ table: tableName, ...result }, [
-    `swept ${context.where}: ${result.scanned} records`,
+    `swept ${context.where}: ${result.scanned} records read (${result.indexed ? 'the keys in flight from their index' : 'every item: the table has no index of keys in flight'})`,
     `stuck PENDING: ${result.stuckPending} (released ${result.released}, could not release ${result.unreleased})`,
-    `TTL-stale: ${result.ttlStale}`,
+    `TTL-stale: ${result.ttlEstimated ? `about ${result.ttlStale}, estimated from a sample of ${result.ttlSampled} items` : `${result.ttlStale} of ${result.ttlSampled} items`}`,
   ]);
   return result.unreleased > 0 ? EXIT_UNRELEASED : 0;
 }

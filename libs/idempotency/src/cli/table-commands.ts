@@ -8,14 +8,14 @@ import { CliCommand, CliContext } from './cli-context';
 export const TABLE_COMMANDS = {
   'table:create': {
     summary:
-      "create the table (the layout's keys, strings; PAY_PER_REQUEST) if missing, and enable TTL on the expiry attribute",
+      "create the table (the layout's keys, strings; PAY_PER_REQUEST; the index of keys in flight unless --no-in-flight-index) if missing, and enable TTL on the expiry attribute",
     usage: 'table:create [flags]',
     flags: {},
     run: tableCreate,
   },
   'table:check': {
     summary:
-      "the deploy-time check: exit 1 unless the key schema is the layout's and TTL is ENABLED on the expiry attribute",
+      "the deploy-time check: exit 1 unless the key schema is the layout's and TTL is ENABLED on the expiry attribute; reports the index of keys in flight (and the command that adds it)",
     usage: 'table:check [flags]',
     flags: {},
     run: tableCheck,

@@ -20,8 +20,9 @@ import { TableLayout } from './table-layout';
 /** The same request (fingerprint) left unfinished: a FAILED attempt, or a lease past its end by the skew margin. */
 const RESUMABLE =
   'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+/** Every claim: the PENDING record, its lease, and its shard of the index of keys in flight (`in_flight`). */
 const CLAIM =
-  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder';
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard';
 const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one`;
 const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed, #renewed`;
 const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;
@@ -77,6 +78,7 @@ function claimUpdate(
     ':noSteps': NO_STEPS,
     ':one': 1,
     ':holder': holder,
+    ':shard': layout.inFlightShard(key),
   });
   if (readToken !== undefined) values[':readToken'] = { S: readToken }; // the rare path only
   return {

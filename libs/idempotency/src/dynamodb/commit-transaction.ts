@@ -2,7 +2,12 @@ import { createHash } from 'node:crypto';
 import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyStoreThrottledError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import type { CommitWrite } from '../repository/commit-write';
+import { IdempotencyRecord } from '../repository/idempotency.record';
+import { CompleteResult, RecordLocation, refusal } from '../repository/idempotency.repository';
 import { dynamoErrorCode, toStoreError } from './dynamodb-errors';
+import { guarded, Transition } from './record-requests';
+import { StoreCalls } from './store-calls';
+import { TableLayout } from './table-layout';
 
 /** DynamoDB's limit on the aggregate size of the items in one transaction. */
 const MAX_TRANSACTION_BYTES = 4 * 1024 * 1024;
@@ -106,4 +111,65 @@ function approximateBytes(value: unknown): number {
 /** Whether two stored responses (JSON text, or gzipped bytes made anew on each call) hold the same bytes. */
 export function sameBytes(a: unknown, b: unknown): boolean {
   return a instanceof Uint8Array && b instanceof Uint8Array ? Buffer.from(a).equals(Buffer.from(b)) : a === b;
+}
+
+/** What a commit needs of the repository: its calls and layout, and how a refusal is counted and explained. */
+export interface CommitStore {
+  calls: StoreCalls;
+  tableName: string;
+  layout: TableLayout;
+  /** Counts a completion the guard refused. */
+  refused(): void;
+  /** The record as it is now, after a refused guard (from the cancellation, or read). */
+  existing(
+    location: RecordLocation,
+    failed: { Item?: Record<string, unknown> },
+  ): Promise<IdempotencyRecord | undefined>;
+}
+
+/**
+ * The completions that carry the work's writes: the writes and the guarded completion in one transaction (see
+ * `commitInput`), a cancellation read by `cancellationOf`. One request per `writes` array: a retried commit is the
+ * same request, so DynamoDB's token answers it.
+ */
+export class CompletionCommits {
+  private readonly requests = new WeakMap<
+    readonly CommitWrite[],
+    { input: TransactWriteCommandInput; expiresAt: number; response: unknown }
+  >();
+
+  constructor(private readonly store: CommitStore) {}
+
+  async commit(
+    location: RecordLocation,
+    claimToken: string,
+    expiresAt: number,
+    transition: Transition,
+    writes: readonly CommitWrite[],
+  ): Promise<CompleteResult> {
+    const { calls, tableName, layout } = this.store;
+    let request = this.requests.get(writes);
+    const response = transition.ExpressionAttributeValues[':response'];
+    // The completion written again without its body (`writeCompletion`) is another request, with a token of its own.
+    if (!request || !sameBytes(request.response, response)) {
+      const completion: CompletionUpdate = {
+        TableName: tableName,
+        Key: layout.documentKey(location.key, location.partition),
+        ...guarded(layout, claimToken, expiresAt, transition),
+      };
+      const input = commitInput(claimToken, writes, { Update: completion }, request ? 'without its body' : '');
+      request = { input, expiresAt, response };
+      this.requests.set(writes, request);
+    }
+    try {
+      await calls.send('commit', new TransactWriteCommand(request.input));
+      return { ok: true, expiresAt: request.expiresAt };
+    } catch (error) {
+      const cancellation = cancellationOf(error, writes.length);
+      if ('writeIndex' in cancellation)
+        return { ok: false, reason: 'commit_rejected', writeIndex: cancellation.writeIndex };
+      this.store.refused();
+      return refusal(claimToken, await this.store.existing(location, cancellation.completionRefused));
+    }
+  }
 }

@@ -82,7 +82,8 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(update.Key).toEqual({ pk: { S: 'k' } });
     expect(update.UpdateExpression).toBe(
       'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, ' +
-        '#holder = :holder, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one',
+        '#holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, ' +
+        '#renewed ADD #runs :one',
     );
     expect(update.ExpressionAttributeValues).toMatchObject({
       ':pending': { S: 'PENDING' },
@@ -91,6 +92,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       ':fingerprint': { S: 'fp' },
       ':holder': { S: 'host-a:42' },
       ':now': { N: String(NOW) },
+      ':shard': { S: 'in-flight#0' }, // 'k' is no hex digit: shard 0 (record keys end in a SHA-256's hex)
     });
     const claim = repository.claim({ key: 'k', fingerprint: undefined as unknown as string, leaseSeconds: 60 });
     await expect(claim).rejects.toThrow('fingerprint: an idempotency record has no attribute of type undefined');

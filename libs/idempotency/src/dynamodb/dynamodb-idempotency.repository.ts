@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteItemCommand, DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, TransactWriteCommand, TransactWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import type { CommitWrite } from '../repository/commit-write';
 import { claimableBy, IdempotencyRecord } from '../repository/idempotency.record';
 import {
   ClaimInput,
@@ -15,6 +14,8 @@ import {
   FailInput,
   GetInput,
   IdempotencyRepository,
+  InFlightCost,
+  InFlightInput,
   PutCompletedInput,
   PutCompletedResult,
   RecordLocation,
@@ -28,7 +29,7 @@ import {
   TransitionResult,
 } from '../repository/idempotency.repository';
 import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
-import { cancellationOf, commitInput, CompletionUpdate, sameBytes, supportsTransactions } from './commit-transaction';
+import { CompletionCommits, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
 import { recordFromItem, writeCompletion } from './item-mapping';
@@ -43,7 +44,8 @@ import {
   Transition,
   updateRequest,
 } from './record-requests';
-import { scanRecords } from './record-scan';
+import { inFlightCostOf } from './in-flight-index';
+import { inFlightRecords, scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
 import { tableReadiness } from './table-checks';
 import { TableModeProbe } from './global-tables';
@@ -69,12 +71,10 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   private readonly layout: TableLayout;
   private readonly clock: IdempotencyClock;
   private readonly telemetry: IdempotencyTelemetry;
-  /** One request per `writes` array: a retried commit is the same request, so DynamoDB's token answers it. */
-  private readonly transactions = new WeakMap<
-    readonly CommitWrite[],
-    { input: TransactWriteCommandInput; expiresAt: number; response: unknown }
-  >();
+  private readonly commits: CompletionCommits;
   private transactionSupport?: Promise<boolean>;
+  /** Whether the table's index of keys in flight was ACTIVE when last described (`inFlightCost`). */
+  private inFlightIndexed?: boolean;
   private readonly table: TableModeProbe;
   private readonly completedPuts: CompletedPutStore;
 
@@ -93,6 +93,13 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     this.telemetry = telemetry;
     this.calls = new StoreCalls(this.documents, tableName, telemetry);
     this.table = new TableModeProbe(tableName, () => tableReadiness(this.documents, tableName, this.layout));
+    this.commits = new CompletionCommits({
+      calls: this.calls,
+      tableName,
+      layout: this.layout,
+      refused: () => telemetry.conditionRejected(tableName, 'complete'),
+      existing: (location, failed) => this.existingAfterFailedCondition(location, failed),
+    });
     this.completedPuts = {
       calls: this.calls,
       tableName,
@@ -163,7 +170,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     const now = this.clock.nowSeconds();
     return writeCompletion(response, stepBytes, (attribute) => {
       const update = completion(attribute, now);
-      if (writes?.length) return this.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
+      if (writes?.length) return this.commits.commit({ key, partition }, claimToken, now + ttlSeconds, update, writes);
       return this.transition('complete', { key, partition }, claimToken, now + ttlSeconds, update);
     });
   }
@@ -194,6 +201,23 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   /** The module's records a page at a time (in a shared table, only its own); one partition's by a Query. */
   scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]> {
     return scanRecords(this.calls, this.tableName, this.layout, input);
+  }
+
+  /**
+   * The keys in flight: from the table's index of them when it has one (a Query of each shard: what is read grows with
+   * the keys in flight, not the table), else from a scan of the table, filtered.
+   */
+  override async *inFlight(input: InFlightInput): AsyncIterable<IdempotencyRecord[]> {
+    const indexed = this.inFlightIndexed ?? (await this.inFlightCost()).indexed;
+    if (indexed) yield* inFlightRecords(this.calls, this.tableName, this.layout, input);
+    else yield* super.inFlight(input);
+  }
+
+  /** What reading the keys in flight reads: `DescribeTable` says whether the index is there, and the table's size. */
+  override async inFlightCost(): Promise<InFlightCost> {
+    const cost = await inFlightCostOf(this.documents as unknown as DynamoDBClient, this.tableName, this.layout);
+    this.inFlightIndexed = cost.indexed;
+    return cost;
   }
 
   override async remove(input: RemoveInput): Promise<RemoveResult> {
@@ -250,39 +274,6 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
       if (!isConditionalCheckFailed(error)) throw error;
       this.telemetry.conditionRejected(this.tableName, operation);
       return refusal(claimToken, await this.existingAfterFailedCondition(location, error));
-    }
-  }
-
-  /** The completion and the work's writes in one transaction (see `commitInput`); a cancellation is read by `cancellationOf`. */
-  private async commit(
-    location: RecordLocation,
-    claimToken: string,
-    expiresAt: number,
-    transition: Transition,
-    writes: readonly CommitWrite[],
-  ): Promise<CompleteResult> {
-    let request = this.transactions.get(writes);
-    const response = transition.ExpressionAttributeValues[':response'];
-    // The completion written again without its body (`writeCompletion`) is another request, with a token of its own.
-    if (!request || !sameBytes(request.response, response)) {
-      const completion: CompletionUpdate = {
-        TableName: this.tableName,
-        Key: this.layout.documentKey(location.key, location.partition),
-        ...guarded(this.layout, claimToken, expiresAt, transition),
-      };
-      const input = commitInput(claimToken, writes, { Update: completion }, request ? 'without its body' : '');
-      request = { input, expiresAt, response };
-      this.transactions.set(writes, request);
-    }
-    try {
-      await this.calls.send('commit', new TransactWriteCommand(request.input));
-      return { ok: true, expiresAt: request.expiresAt };
-    } catch (error) {
-      const cancellation = cancellationOf(error, writes.length);
-      if ('writeIndex' in cancellation)
-        return { ok: false, reason: 'commit_rejected', writeIndex: cancellation.writeIndex };
-      this.telemetry.conditionRejected(this.tableName, 'complete');
-      return refusal(claimToken, await this.existingAfterFailedCondition(location, cancellation.completionRefused));
     }
   }
 

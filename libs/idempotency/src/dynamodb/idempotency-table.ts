@@ -11,6 +11,7 @@ import {
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { Logger } from '@nestjs/common';
 import { dynamoErrorCode } from './dynamodb-errors';
+import { inFlightIndexDefinition } from './in-flight-index';
 import { TableSpec, tableSpec } from './table-checks';
 import { TableLayout } from './table-layout';
 
@@ -18,11 +19,13 @@ import { TableLayout } from './table-layout';
 export const TTL_ATTRIBUTE = 'expires_at';
 
 /**
- * Creates the idempotency table if it is missing (its layout's keys, strings; on-demand billing) and enables TTL on
- * the expiry attribute: a deployment's first step. Safe to call from several instances at once. Endpoints without
- * the TTL API (dynalite) get a warning, not a failure: expiry is enforced in code anyway.
+ * Creates the idempotency table if it is missing (its layout's keys, strings; on-demand billing; the index of keys in
+ * flight, unless the layout's `inFlightIndex` is false) and enables TTL on the expiry attribute: a deployment's first
+ * step. Safe to call from several instances at once. An existing table is left as it is (`table:check` says what it
+ * lacks, and prints the command that adds the index). Endpoints without the TTL API (dynalite) get a warning, not a
+ * failure: expiry is enforced in code anyway.
  *
- * `table` is a name (the default layout: `pk` alone) or `{ tableName, keySchema, attributeNames }`.
+ * `table` is a name (the default layout: `pk` alone) or `{ tableName, keySchema, attributeNames, inFlightIndex }`.
  */
 export async function ensureIdempotencyTable(
   client: DynamoDBClient | DynamoDBDocumentClient,
@@ -34,9 +37,16 @@ export async function ensureIdempotencyTable(
   const keys: KeySchemaElement[] = [{ AttributeName: layout.partitionKey, KeyType: 'HASH' }];
   if (layout.sortKey) keys.push({ AttributeName: layout.sortKey, KeyType: 'RANGE' });
   const definitions: AttributeDefinition[] = keys.map(({ AttributeName }) => ({ AttributeName, AttributeType: 'S' }));
+  const inFlight = layout.inFlightIndex ? inFlightIndexDefinition(layout) : undefined;
   await ensureTable(
     client,
-    { TableName: tableName, AttributeDefinitions: definitions, KeySchema: keys, BillingMode: 'PAY_PER_REQUEST' },
+    {
+      TableName: tableName,
+      AttributeDefinitions: [...definitions, ...(inFlight?.attributes ?? [])],
+      KeySchema: keys,
+      BillingMode: 'PAY_PER_REQUEST',
+      ...(inFlight ? { GlobalSecondaryIndexes: [inFlight.index] } : {}),
+    },
     logger,
   );
   const expiry = layout.names.expires_at;

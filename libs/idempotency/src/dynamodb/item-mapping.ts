@@ -35,6 +35,7 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#runs': 'runs',
   '#holder': 'holder',
   '#renewed': 'renewed_at',
+  '#inflight': 'in_flight',
 };
 
 /**

@@ -84,23 +84,27 @@ export interface Transition {
   ExpressionAttributeValues: Record<string, unknown>;
 }
 
-/** Complete (3): COMPLETED with the response; retained until `expires_at`. */
+/**
+ * Complete (3): COMPLETED with the response; retained until `expires_at`. It leaves the index of keys in flight (its
+ * shard removed), as a failure does, in the same write.
+ */
 export function completion(response: string | Uint8Array, nowSeconds: number): Transition {
   return {
-    UpdateExpression: 'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now',
+    UpdateExpression:
+      'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now REMOVE #inflight',
     ExpressionAttributeValues: { ':completed': 'COMPLETED', ':response': response, ':now': nowSeconds },
   };
 }
 
 /** Fail (4): FAILED, claimable again at once. */
 export const FAILURE: Transition = {
-  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt',
+  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt REMOVE #inflight',
   ExpressionAttributeValues: { ':failed': 'FAILED' },
 };
 
 /** Fail (4) of a run that started no step it did not record: it is taken off the run count (see `FailInput`). */
 export const FAILURE_FORGETTING_RUN: Transition = {
-  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt ADD #runs :minusOne',
+  UpdateExpression: 'SET #status = :failed, #expires = :expiresAt REMOVE #inflight ADD #runs :minusOne',
   ExpressionAttributeValues: { ':failed': 'FAILED', ':minusOne': -1 },
 };
 
@@ -168,6 +172,7 @@ export function scanRequest(
   layout: TableLayout,
   pageSize: number,
   startKey?: ScanCommandInput['ExclusiveStartKey'],
+  segment?: { index: number; total: number },
 ): ScanCommandInput {
   const filter = layout.keyPrefix
     ? `attribute_exists(#token) AND begins_with(#key, :prefix)`
@@ -177,6 +182,7 @@ export function scanRequest(
     TableName: tableName,
     Limit: pageSize,
     ExclusiveStartKey: startKey,
+    ...(segment ? { Segment: segment.index, TotalSegments: segment.total } : {}),
     ProjectionExpression: projection,
     FilterExpression: filter,
     ExpressionAttributeNames: {
@@ -209,6 +215,36 @@ export function queryRequest(
       layout.keyPrefix ? { ':partition': partition, ':prefix': layout.keyPrefix } : { ':partition': partition },
     ),
     ConsistentRead: true,
+  };
+}
+
+/**
+ * One page of one shard of the index of keys in flight (`layout.inFlightIndex`), by the lease's end: only those that
+ * ended before `leaseEndedBefore` when given (a sweep's stuck leases). The index holds PENDING records only (the
+ * attribute it is keyed by is written by a claim and removed by every write that ends the lease), with what a sweep
+ * reads of them.
+ */
+export function inFlightQueryRequest(
+  tableName: string,
+  layout: TableLayout,
+  shard: number,
+  pageSize: number,
+  startKey?: QueryCommandInput['ExclusiveStartKey'],
+  leaseEndedBefore?: number,
+): QueryCommandInput {
+  const condition =
+    leaseEndedBefore === undefined ? '#inflight = :shard' : '#inflight = :shard AND #expires < :leaseEndedBefore';
+  return {
+    TableName: tableName,
+    IndexName: layout.inFlightIndex,
+    Limit: pageSize,
+    ExclusiveStartKey: startKey,
+    KeyConditionExpression: condition,
+    ExpressionAttributeNames: names(layout, condition),
+    ExpressionAttributeValues: attributeValues({
+      ':shard': layout.inFlightShardValue(shard),
+      ...(leaseEndedBefore === undefined ? {} : { ':leaseEndedBefore': leaseEndedBefore }),
+    }),
   };
 }
 

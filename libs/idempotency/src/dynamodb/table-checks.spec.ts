@@ -11,6 +11,7 @@ import {
   keySchemaProblem,
   locationOf,
   tableReadiness,
+  TableSpec,
   unusableBecause,
 } from './table-checks';
 import { TableLayout } from './table-layout';
@@ -152,7 +153,14 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
     );
     expect(check).toEqual({
       ok: true,
-      findings: ['ok: key schema is pk (S, HASH)', 'ok: table is ACTIVE', 'ok: TTL is ENABLED on expires_at'],
+      findings: [
+        'ok: key schema is pk (S, HASH)',
+        'ok: table is ACTIVE',
+        expect.stringContaining(
+          'note: no index of keys in flight (in_flight): every sweep and PENDING listing reads the whole table (docs/scaling.md). Add it: aws dynamodb update-table --table-name keys --attribute-definitions AttributeName=in_flight,AttributeType=S AttributeName=expires_at,AttributeType=N --global-secondary-index-updates \'[{"Create":{"IndexName":"in_flight"',
+        ),
+        'ok: TTL is ENABLED on expires_at',
+      ],
     });
   });
 
@@ -183,7 +191,12 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
       ),
     ).toEqual({
       ok: true,
-      findings: ['ok: key schema is PK (S, HASH), SK (S, RANGE)', 'ok: table is ACTIVE', 'ok: TTL is ENABLED on ttl'],
+      findings: [
+        'ok: key schema is PK (S, HASH), SK (S, RANGE)',
+        'ok: table is ACTIVE',
+        expect.stringContaining('AttributeName=in_flight,AttributeType=S AttributeName=ttl,AttributeType=N'),
+        'ok: TTL is ENABLED on ttl',
+      ],
     });
     const wrongKeys = await checkIdempotencyTable(
       clientAnswering(
@@ -214,6 +227,7 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
         'ok: key schema is pk (S, HASH)',
         'FAIL: table status is CREATING',
         'note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled',
+        expect.stringContaining('note: no index of keys in flight (in_flight)'),
         'FAIL: TTL is ENABLED on ttl, expected ENABLED on expires_at (dynalite cannot enable or report TTL: run this check against DynamoDB)',
       ],
     });
@@ -227,7 +241,7 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
       ),
       'keys',
     );
-    expect(disabled.findings[2]).toBe(
+    expect(disabled.findings[3]).toBe(
       'FAIL: TTL is unknown, expected ENABLED on expires_at (dynalite cannot enable or report TTL: run this check against DynamoDB)',
     );
     const failing = clientAnswering(
@@ -241,6 +255,7 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
       findings: [
         'ok: key schema is pk (S, HASH)',
         'ok: table is ACTIVE',
+        expect.stringContaining('note: no index of keys in flight (in_flight)'),
         'FAIL: TTL cannot be described (AccessDeniedException)',
       ],
     });
@@ -257,5 +272,47 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
       ok: false,
       findings: ['FAIL: table keys cannot be described (ResourceNotFoundException)'],
     });
+  });
+
+  it('reports the index of keys in flight: ACTIVE, another status, other keys, or missing with the command that adds it', async () => {
+    const withIndex = (status: string, keys: [string, string] = ['in_flight', 'expires_at']): TableDescription => ({
+      ...ACTIVE,
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'in_flight',
+          IndexStatus: status as 'ACTIVE',
+          KeySchema: [
+            { AttributeName: keys[0], KeyType: 'HASH' },
+            { AttributeName: keys[1], KeyType: 'RANGE' },
+          ],
+        },
+      ],
+    });
+    const findingFor = async (table: TableDescription, spec: TableSpec | string = 'keys') =>
+      (
+        await checkIdempotencyTable(
+          clientAnswering(
+            () => table,
+            () => ttlOn('expires_at'),
+          ),
+          spec,
+        )
+      ).findings.find((line) => /index/i.test(line));
+    expect(await findingFor(withIndex('ACTIVE'))).toBe('ok: the index of keys in flight in_flight is ACTIVE');
+    expect(await findingFor(withIndex('CREATING'))).toBe('note: the index of keys in flight in_flight is CREATING');
+    expect(await findingFor(withIndex('ACTIVE', ['other', 'expires_at']))).toBe(
+      'FAIL: the index in_flight is not keyed by in_flight and expires_at: name another (inFlightIndex) or delete it',
+    );
+    expect(await findingFor(ACTIVE)).toBe(
+      'note: no index of keys in flight (in_flight): every sweep and PENDING listing reads the whole table ' +
+        '(docs/scaling.md). Add it: aws dynamodb update-table --table-name keys --attribute-definitions ' +
+        'AttributeName=in_flight,AttributeType=S AttributeName=expires_at,AttributeType=N ' +
+        '--global-secondary-index-updates \'[{"Create":{"IndexName":"in_flight","KeySchema":[{"AttributeName":"in_flight",' +
+        '"KeyType":"HASH"},{"AttributeName":"expires_at","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE",' +
+        '"NonKeyAttributes":["status","claim_token","fingerprint","pending_since","holder","renewed_at"]}}}]\'',
+    );
+    expect(await findingFor(ACTIVE, { tableName: 'keys', inFlightIndex: false })).toBe(
+      'note: inFlightIndex is false: sweeps and PENDING listings read the whole table',
+    );
   });
 });

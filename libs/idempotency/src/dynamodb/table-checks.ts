@@ -6,6 +6,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoErrorCode } from './dynamodb-errors';
+import { addInFlightIndexCommand, inFlightIndexState } from './in-flight-index';
 import { MultiRegionMode, multiRegionMode } from './global-tables';
 import { TableLayout, TableLayoutOptions } from './table-layout';
 
@@ -75,6 +76,7 @@ export async function checkIdempotencyTable(
   if (description?.BillingModeSummary?.BillingMode !== 'PAY_PER_REQUEST') {
     findings.push('note: billing mode is not PAY_PER_REQUEST; under-provisioned WCU shows up as 503 store-throttled');
   }
+  findings.push(inFlightIndexFinding(tableName, layout, description));
   if (multiRegionMode(description) === 'STRONG') {
     findings.push(
       'note: a multi-Region strongly consistent (MRSC) global table: no TTL there (the reconciler deletes expired records: run it) and no commitWith (no transactions)',
@@ -93,6 +95,29 @@ export async function checkIdempotencyTable(
     findings.push(`FAIL: TTL cannot be described (${dynamoErrorCode(error)})`);
   }
   return { ok: findings.every((line) => !line.startsWith('FAIL')), findings };
+}
+
+/**
+ * The index of keys in flight: ACTIVE (sweeps and PENDING listings read the keys in flight), or a note saying what a
+ * sweep reads without it and the exact command that adds it (its attribute names following the layout). Not a
+ * failure: a table without it works, its sweeps reading the whole table.
+ */
+function inFlightIndexFinding(
+  tableName: string,
+  layout: TableLayout,
+  description: TableDescription | undefined,
+): string {
+  if (!layout.inFlightIndex) return 'note: inFlightIndex is false: sweeps and PENDING listings read the whole table';
+  const state = inFlightIndexState(layout, description);
+  if (state === 'ACTIVE') return `ok: the index of keys in flight ${layout.inFlightIndex} is ACTIVE`;
+  if (state === 'other-keys') {
+    return `FAIL: the index ${layout.inFlightIndex} is not keyed by ${layout.names.in_flight} and ${layout.names.expires_at}: name another (inFlightIndex) or delete it`;
+  }
+  if (state !== 'missing') return `note: the index of keys in flight ${layout.inFlightIndex} is ${state}`;
+  return (
+    `note: no index of keys in flight (${layout.inFlightIndex}): every sweep and PENDING listing reads the whole table ` +
+    `(docs/scaling.md). Add it: ${addInFlightIndexCommand(tableName, layout)}`
+  );
 }
 
 /**

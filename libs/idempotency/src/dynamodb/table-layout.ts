@@ -13,7 +13,8 @@ export type RecordAttribute =
   | 'steps'
   | 'runs'
   | 'holder'
-  | 'renewed_at';
+  | 'renewed_at'
+  | 'in_flight';
 
 const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'status',
@@ -27,7 +28,13 @@ const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'runs',
   'holder',
   'renewed_at',
+  'in_flight',
 ];
+
+/** The shards of the index of keys in flight: 16 partition values, so that no index partition is hot. */
+export const IN_FLIGHT_SHARDS = 16;
+/** The default name of the index of keys in flight (`table:create` makes it; `inFlightIndex` names another). */
+export const DEFAULT_IN_FLIGHT_INDEX = 'in_flight';
 
 /** How the records sit in a table: its keys, the attributes' names, a prefix that marks the module's items. */
 export interface TableLayoutOptions {
@@ -37,6 +44,13 @@ export interface TableLayoutOptions {
   attributeNames?: Partial<Record<RecordAttribute, string>>;
   /** Put before every key value the module writes (`IDEMPOTENCY#`), so its items are told apart in a shared table. */
   keyPrefix?: string;
+  /**
+   * The sparse global secondary index of the keys in flight (docs/scaling.md): every PENDING record carries the
+   * `in_flight` attribute (a shard), the index's partition key, with `expires_at` (the lease's end) its sort key, so that
+   * a sweep and `keys:list --status PENDING` read the records in flight and nothing else. Default `'in_flight'`, used
+   * when the table has it (a table without it works as before, its sweeps reading the table); `false`: never used.
+   */
+  inFlightIndex?: string | false;
 }
 
 /**
@@ -48,13 +62,21 @@ export class TableLayout {
   readonly partitionKey: string;
   readonly sortKey?: string;
   readonly keyPrefix: string;
+  /** The index of keys in flight the module looks for, or undefined (`inFlightIndex: false`). */
+  readonly inFlightIndex?: string;
   /** The stored name of each record attribute. */
   readonly names: Readonly<Record<RecordAttribute, string>>;
 
-  constructor({ keySchema = { partitionKey: 'pk' }, attributeNames = {}, keyPrefix = '' }: TableLayoutOptions = {}) {
+  constructor({
+    keySchema = { partitionKey: 'pk' },
+    attributeNames = {},
+    keyPrefix = '',
+    inFlightIndex = DEFAULT_IN_FLIGHT_INDEX,
+  }: TableLayoutOptions = {}) {
     this.partitionKey = keySchema.partitionKey;
     this.sortKey = keySchema.sortKey;
     this.keyPrefix = keyPrefix;
+    this.inFlightIndex = inFlightIndex || undefined;
     this.names = Object.fromEntries(RECORD_ATTRIBUTES.map((name) => [name, attributeNames[name] ?? name])) as Record<
       RecordAttribute,
       string
@@ -84,6 +106,12 @@ export class TableLayout {
     }
     if (keyPrefix !== undefined && typeof keyPrefix !== 'string')
       throw new Error(`${where}: keyPrefix must be a string, got ${String(keyPrefix)}`);
+    const { inFlightIndex } = options;
+    if (inFlightIndex !== undefined && inFlightIndex !== false && !text(inFlightIndex)) {
+      throw new TypeError(
+        `${where}: inFlightIndex must be an index name or false, got ${JSON.stringify(inFlightIndex)}`,
+      );
+    }
     const layout = new TableLayout(options);
     const all = [layout.partitionKey, ...(layout.sortKey ? [layout.sortKey] : []), ...Object.values(layout.names)];
     const repeated = all.find((name, index) => all.indexOf(name) !== index);
@@ -114,6 +142,19 @@ export class TableLayout {
     const item: Record<string, string> = { [this.partitionKey]: this.partitionValue(key, partition) };
     if (this.sortKey) item[this.sortKey] = `${this.keyPrefix}${key}`;
     return item;
+  }
+
+  /**
+   * The shard of the index of keys in flight a record's claim writes: the key prefix, `in-flight#` and the last hex
+   * digit of the record key's hash (16 shards), the same for every claim of the key.
+   */
+  inFlightShard(recordKey: string): string {
+    return this.inFlightShardValue(parseInt(recordKey.slice(-1), 16) || 0);
+  }
+
+  /** The partition value of shard `n` of the index of keys in flight. */
+  inFlightShardValue(n: number): string {
+    return `${this.keyPrefix}in-flight#${n.toString(16)}`;
   }
 
   /** A record key read back from an item's key value (the prefix taken off), or undefined for another item. */

@@ -27,6 +27,7 @@ export async function reconcileTable(
     keySchema: options.keySchema,
     attributeNames: options.attributeNames,
     keyPrefix: options.keyPrefix,
+    inFlightIndex: options.inFlightIndex,
   });
   try {
     return await new IdempotencyReconciler(repository, clock, telemetry, resolved).sweep(sweep);

@@ -79,6 +79,33 @@ export interface ScanInput {
   pageSize: number;
   /** Only the records of this partition (a sort-key layout: one DynamoDB Query instead of a Scan). */
   partition?: string;
+  /** Only one segment of a parallel scan (`index` of `total`): a sample of the table (the reconciler's TTL canary). */
+  segment?: { index: number; total: number };
+  /** At most this many pages (a sample's size); all by default. */
+  maxPages?: number;
+}
+
+/** Reading the keys in flight (the PENDING records): a sweep's and a PENDING listing's. */
+export interface InFlightInput {
+  /** Records per page. */
+  pageSize: number;
+  /** Only leases that ended before this (epoch seconds): a sweep asks for those past their end and the skew margin. */
+  leaseEndedBefore?: number;
+}
+
+/**
+ * What reading the keys in flight reads in this store: its index of keys in flight (`indexed`: the records in flight and
+ * nothing else), or every record (a scan); the table's item count and size when the store knows them, and how to add
+ * the index when it has none.
+ */
+export interface InFlightCost {
+  indexed: boolean;
+  /** The index read, when `indexed`. */
+  index?: string;
+  itemCount?: number;
+  sizeBytes?: number;
+  /** The command that adds the index, when there is none. */
+  addIndex?: string;
 }
 
 /** Removing a record, only in the state it was read in (an operator's release or purge). */
@@ -232,6 +259,26 @@ export abstract class IdempotencyRepository {
 
   /** Every record (or one partition's), a page at a time, without the stored responses: for the reconciler and listings. */
   abstract scan(input: ScanInput): AsyncIterable<IdempotencyRecord[]>;
+
+  /**
+   * The PENDING records (the keys in flight), a page at a time, without responses: what a sweep and a PENDING listing
+   * read. By default a scan of every record, filtered here; the DynamoDB store reads its sparse index of keys in flight
+   * instead when the table has one, so that what it reads grows with the keys in flight, not with the table.
+   */
+  async *inFlight({ pageSize, leaseEndedBefore }: InFlightInput): AsyncIterable<IdempotencyRecord[]> {
+    for await (const page of this.scan({ pageSize })) {
+      const inFlight = page.filter(
+        ({ status, expiresAt }) =>
+          status === 'PENDING' && (leaseEndedBefore === undefined || expiresAt < leaseEndedBefore),
+      );
+      if (inFlight.length > 0) yield inFlight;
+    }
+  }
+
+  /** What `inFlight` reads here (the reconciler and `keys:list` say it before they read): a scan, by default. */
+  async inFlightCost(): Promise<InFlightCost> {
+    return { indexed: false };
+  }
 
   /**
    * Removes a record, conditioned on the claim token and status it was read with: the operator's release of a stuck

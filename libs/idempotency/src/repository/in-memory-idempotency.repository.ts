@@ -185,11 +185,14 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return record && readRecord(record);
   }
 
-  async *scan({ pageSize, partition }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
+  async *scan({ pageSize, partition, segment, maxPages = Infinity }: ScanInput): AsyncIterable<IdempotencyRecord[]> {
     const records = [...this.records.values()]
       .filter((record) => partition === undefined || record.partition === partition)
+      .filter((record) => !segment || segmentOf(record.key, segment.total) === segment.index)
       .map((record) => readRecord(record, true));
-    for (let start = 0; start < records.length; start += pageSize) yield records.slice(start, start + pageSize);
+    for (let start = 0, pages = 0; start < records.length && pages < maxPages; start += pageSize, pages++) {
+      yield records.slice(start, start + pageSize);
+    }
   }
 
   override async remove({ key, claimToken, status }: RemoveInput): Promise<RemoveResult> {
@@ -279,6 +282,11 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     }
     return undefined;
   }
+}
+
+/** The segment of a parallel scan a record key falls in (its hash's last hex digits, as DynamoDB spreads keys). */
+function segmentOf(key: string, total: number): number {
+  return parseInt(key.slice(-6), 16) % total || 0;
 }
 
 /** Entries no longer kept that the finished list may hold before it is cut down. */

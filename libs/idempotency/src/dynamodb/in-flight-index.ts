@@ -1,0 +1,90 @@
+import {
+  AttributeDefinition,
+  DescribeTableCommand,
+  DynamoDBClient,
+  GlobalSecondaryIndex,
+  GlobalSecondaryIndexDescription,
+  TableDescription,
+} from '@aws-sdk/client-dynamodb';
+import { InFlightCost } from '../repository/idempotency.repository';
+import { TableLayout } from './table-layout';
+
+/**
+ * The sparse index of the keys in flight (docs/scaling.md): partition key the record's `in_flight` shard (written by a
+ * claim, removed by the completion, a failure or a release in the write they already make: only PENDING records carry
+ * it), sort key `expires_at` (the lease's end). It projects what a sweep and a listing of PENDING records read, not the
+ * responses. On-demand tables give it on-demand capacity; a provisioned table's index needs capacity like the table's
+ * writes (a throttled index throttles the table's writes).
+ */
+export function inFlightIndexDefinition(layout: TableLayout): {
+  attributes: AttributeDefinition[];
+  index: GlobalSecondaryIndex;
+} {
+  const { names } = layout;
+  return {
+    attributes: [
+      { AttributeName: names.in_flight, AttributeType: 'S' },
+      { AttributeName: names.expires_at, AttributeType: 'N' },
+    ],
+    index: {
+      IndexName: layout.inFlightIndex,
+      KeySchema: [
+        { AttributeName: names.in_flight, KeyType: 'HASH' },
+        { AttributeName: names.expires_at, KeyType: 'RANGE' },
+      ],
+      Projection: {
+        ProjectionType: 'INCLUDE',
+        NonKeyAttributes: [
+          names.status,
+          names.claim_token,
+          names.fingerprint,
+          names.pending_since,
+          names.holder,
+          names.renewed_at,
+        ],
+      },
+    },
+  };
+}
+
+/** The table's index of keys in flight as the layout names it: `ACTIVE`, another status, `missing`, or `other-keys`. */
+export function inFlightIndexState(layout: TableLayout, table: TableDescription | undefined): string {
+  if (!layout.inFlightIndex) return 'missing';
+  const found: GlobalSecondaryIndexDescription | undefined = table?.GlobalSecondaryIndexes?.find(
+    (index) => index.IndexName === layout.inFlightIndex,
+  );
+  if (!found) return 'missing';
+  const keys = (found.KeySchema ?? []).map((key) => `${key.AttributeName}:${key.KeyType}`).join(',');
+  const { names } = layout;
+  if (keys !== `${names.in_flight}:HASH,${names.expires_at}:RANGE`) return 'other-keys';
+  return found.IndexStatus ?? 'ACTIVE';
+}
+
+/**
+ * The AWS CLI command that adds the index to an existing table (its attribute names following the layout), and waits
+ * for nothing: DynamoDB backfills it from the records in flight. A provisioned table's index needs its own capacity:
+ * add `"ProvisionedThroughput": {…}` to the `Create` (docs/scaling.md).
+ */
+export function addInFlightIndexCommand(tableName: string, layout: TableLayout, region?: string): string {
+  const { attributes, index } = inFlightIndexDefinition(layout);
+  const definitions = attributes.map(
+    ({ AttributeName, AttributeType }) => `AttributeName=${AttributeName},AttributeType=${AttributeType}`,
+  );
+  const update = JSON.stringify([{ Create: index }]);
+  return (
+    `aws dynamodb update-table --table-name ${tableName}${region ? ` --region ${region}` : ''} ` +
+    `--attribute-definitions ${definitions.join(' ')} --global-secondary-index-updates '${update}'`
+  );
+}
+
+/** What reading a table's keys in flight reads (`DescribeTable`): its index of them when ACTIVE, else a scan of its items. */
+export async function inFlightCostOf(
+  client: DynamoDBClient,
+  tableName: string,
+  layout: TableLayout,
+): Promise<InFlightCost> {
+  const { Table: table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+  const size = { itemCount: table?.ItemCount, sizeBytes: table?.TableSizeBytes };
+  if (inFlightIndexState(layout, table) === 'ACTIVE') return { indexed: true, index: layout.inFlightIndex, ...size };
+  return { indexed: false, ...size, addIndex: addInFlightIndexCommand(tableName, layout) };
+}
