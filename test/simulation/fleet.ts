@@ -12,6 +12,7 @@ import {
 import type { CallTracking } from '../../libs/idempotency/src/protocol/call-tracking';
 import { resolveOptions } from '../../libs/idempotency/src/options/resolved-options';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
+import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
 import { runBefore } from '../../libs/idempotency/src/protocol/invocation-deadline';
 import { StoreReadiness } from '../../libs/idempotency/src/startup/store-readiness';
 import { INVARIANTS, InvariantId } from './invariants';
@@ -400,6 +401,19 @@ export class Fleet {
     // Invariant 10: every write that landed since the last step, judged as it landed; then the records as they are.
     for (const fault of this.store.oracle.violations.splice(0)) this.violate('writes-fenced', fault);
     for (const [key, record] of records) this.store.oracle.sync(recordKeyOf(key), record);
+    // Invariant 11, on the DynamoDB store: the index of keys in flight holds exactly the PENDING records.
+    for (const [key, record] of records) {
+      const shard = await this.store.inFlightShard?.(recordKeyOf(key), scopeTextOf(key));
+      if (shard === undefined && !this.store.inFlightShard) continue;
+      const expected =
+        record?.status === 'PENDING' ? new TableLayout(this.store.layout).inFlightShard(record.key) : undefined;
+      if (shard !== expected) {
+        this.violate(
+          'in-flight-indexed',
+          `key ${key} is ${record?.status ?? 'absent'} and its shard is ${shard ?? 'none'}`,
+        );
+      }
+    }
     const foreign = await this.store.foreignChanges();
     if (foreign) this.violate('own-items-only', foreign);
     for (let key = 0; key < KEYS; key++) this.readStored(key, records.get(key));

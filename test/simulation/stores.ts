@@ -17,6 +17,7 @@ import {
   ScanInput,
   TableLayoutOptions,
 } from 'nestjs-dynamodb-idempotency';
+import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
 import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { uniqueTableName } from '../support/dynalite';
 import { appItemLikeARecord, createIdempotencyTable } from '../support/table';
@@ -56,6 +57,11 @@ export interface SimulatedStore {
   remove(record: IdempotencyRecord): Promise<unknown>;
   /** What changed in items that are not the module's (undefined: nothing). */
   foreignChanges(): Promise<string | undefined>;
+  /**
+   * The DynamoDB stores: the record's shard of the index of keys in flight as stored (`in_flight`), or undefined when
+   * it has none. Absent on stores without the index.
+   */
+  inFlightShard?(recordKey: string, scope?: string): Promise<string | undefined>;
   /** Calls sent to the store that have not answered yet, from every instance. */
   pending: { calls: number };
   /** The oracle on every write the instances' repositories land (invariant 10). */
@@ -273,6 +279,16 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
       }),
     read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
     remove: ({ key, partition, claimToken, status }) => reader.remove({ key, partition, claimToken, status }),
+    inFlightShard: async (key, scope) => {
+      const { Item } = await client.send(
+        new GetItemCommand({
+          TableName: tableName,
+          Key: new TableLayout(layout).itemKey(key, scopePartition('', scope)),
+          ConsistentRead: true,
+        }),
+      );
+      return Item?.in_flight?.S;
+    },
     foreignChanges: async () => {
       const { Item } = await client.send(
         new GetItemCommand({ TableName: tableName, Key: { PK: foreign.PK, SK: foreign.SK }, ConsistentRead: true }),

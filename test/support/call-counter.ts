@@ -17,3 +17,25 @@ export function countCalls(client: DynamoDBClient) {
     reset: () => Object.keys(counts).forEach((operation) => delete counts[operation]),
   };
 }
+
+/**
+ * Counts the items a client's reads returned, by operation (`Scan`, `Query`, `Query in_flight` for an index): what
+ * DynamoDB read for them (a Scan or Query is billed by the items it reads).
+ */
+export function countItemsRead(client: DynamoDBClient) {
+  const items: Record<string, number> = {};
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      const output = result.output as { Items?: unknown[]; ScannedCount?: number };
+      if (Array.isArray(output?.Items)) {
+        const index = (args.input as { IndexName?: string }).IndexName;
+        const operation = `${String(context.commandName).replace(/Command$/, '')}${index ? ` ${index}` : ''}`;
+        items[operation] = (items[operation] ?? 0) + (output.ScannedCount ?? output.Items.length);
+      }
+      return result;
+    },
+    { step: 'initialize', name: 'countItemsRead' },
+  );
+  return { items, reset: () => Object.keys(items).forEach((operation) => delete items[operation]) };
+}

@@ -86,5 +86,6 @@ export async function inFlightCostOf(
   const { Table: table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
   const size = { itemCount: table?.ItemCount, sizeBytes: table?.TableSizeBytes };
   if (inFlightIndexState(layout, table) === 'ACTIVE') return { indexed: true, index: layout.inFlightIndex, ...size };
+  if (!layout.inFlightIndex) return { indexed: false, ...size };
   return { indexed: false, ...size, addIndex: addInFlightIndexCommand(tableName, layout) };
 }

@@ -20,7 +20,8 @@ export function scanCostInWords(
 ): ScanCostStatement {
   const { itemCount, sizeBytes } = cost;
   const fix = cost.addIndex ? ' Add the index (add_index; docs/scaling.md).' : '';
-  if (itemCount === undefined) {
+  // DynamoDB counts a table's items about every 6 hours: 0 is "not counted yet" as often as an empty table.
+  if (!itemCount) {
     return { text: `no index of keys in flight: a sweep reads every item of the table.${fix}`, late: false };
   }
   const seconds = Math.ceil(itemCount / itemsPerSecond);
