@@ -21,6 +21,7 @@ import {
   measureCapacity,
   stepsLatencySection,
   stepsSection,
+  sweepSection,
 } from './sections.mjs';
 import { profileReport, profileSummary, readProfile } from './profile.mjs';
 import { measureModuleWork, moduleWorkSection } from './module-work.mjs';
@@ -695,6 +696,10 @@ ${references.join('\n')}
 ## Recovery points (steps)
 
 ${stepsSection()}
+
+## Sweeps as the table grows
+
+${sweepSection()}
 
 ## Settings measured apart
 

@@ -1,7 +1,7 @@
 /**
  * DynamoDB capacity units per first request and per uncached replay, for responses of 0.2, 2, 20 and 200 KB: the
  * module in lease and optimistic mode, and Powertools' idempotency, on AWS's DynamoDB Local (which reports
- * `ConsumedCapacity`). A refused conditional write is billed too but its error carries no `ConsumedCapacity`: it is
+ * `ConsumedCapacity`, the table's and each index's); and what a lease renewal costs the index of keys in flight. A refused conditional write is billed too but its error carries no `ConsumedCapacity`: it is
  * computed from DynamoDB's item-size rules (said so in the table). Prints JSON (`--json`) or Markdown.
  *
  *   node test/support/run-ts.cjs bench/capacity.ts [--json]
@@ -9,18 +9,23 @@
 import { gzipSync } from 'node:zlib';
 import { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
-import { IdempotencyModule, IdempotencyService } from 'nestjs-dynamodb-idempotency';
+import { DynamoDbIdempotencyRepository, IdempotencyModule, IdempotencyService } from 'nestjs-dynamodb-idempotency';
 import { localClient } from '../test/support/dynalite';
 import { startDynamoDbLocal } from '../test/support/dynamodb-local';
 import { createIdempotencyTable, createTableWithKey } from '../test/support/table';
 
 const SIZES_KB = [0.2, 2, 20, 200];
 
-/** Capacity used by the calls a client sends: reported, or computed for a refused conditional write. */
+/**
+ * Capacity used by the calls a client sends: reported, or computed for a refused conditional write. `write` and `read`
+ * are the table's; `index` the write units of the table's index of keys in flight (the module's table has it, as
+ * `table:create` makes it; Powertools' has none).
+ */
 interface Units {
   write: number;
   read: number;
   computed: number;
+  index: number;
 }
 
 /** DynamoDB's size of an item: attribute names and values (strings and binaries by bytes, numbers about 1 per 2 digits). */
@@ -36,19 +41,29 @@ function itemBytes(item: Record<string, AttributeValue> | undefined): number {
   return bytes;
 }
 
+/** One entry of `ConsumedCapacity` with `ReturnConsumedCapacity: INDEXES`: the total, the table's and each index's. */
+interface Consumed {
+  CapacityUnits?: number;
+  Table?: { CapacityUnits?: number };
+  GlobalSecondaryIndexes?: Record<string, { CapacityUnits?: number }>;
+}
+
 /** Counts the capacity units of every call of `client` into `units`. */
 function meter(client: DynamoDBClient, units: Units): void {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const input = args.input as Record<string, unknown>;
-      input.ReturnConsumedCapacity = 'TOTAL';
+      input.ReturnConsumedCapacity = 'INDEXES';
       const operation = String(context.commandName);
       try {
         const result = await next(args);
         const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
-        for (const entry of ([] as { CapacityUnits?: number }[]).concat((consumed as never) ?? [])) {
-          if (/Get|Query|Scan/.test(operation)) units.read += entry.CapacityUnits ?? 0;
-          else units.write += entry.CapacityUnits ?? 0;
+        for (const entry of ([] as Consumed[]).concat((consumed as never) ?? [])) {
+          const table = entry.Table?.CapacityUnits ?? entry.CapacityUnits ?? 0;
+          if (/Get|Query|Scan/.test(operation)) units.read += table;
+          else units.write += table;
+          for (const index of Object.values(entry.GlobalSecondaryIndexes ?? {}))
+            units.index += index.CapacityUnits ?? 0;
         }
         return result;
       } catch (error) {
@@ -86,7 +101,7 @@ interface Measured {
 
 async function main(): Promise<void> {
   const local = await startDynamoDbLocal();
-  const units: Units = { write: 0, read: 0, computed: 0 };
+  const units: Units = { write: 0, read: 0, computed: 0, index: 0 };
   const client = localClient(local.endpoint);
   meter(client, units);
   const tableName = 'capacity_idempotency';
@@ -105,7 +120,7 @@ async function main(): Promise<void> {
 
   const measured: Measured[] = [];
   const cost = async (call: () => Promise<unknown>): Promise<Units> => {
-    Object.assign(units, { write: 0, read: 0, computed: 0 });
+    Object.assign(units, { write: 0, read: 0, computed: 0, index: 0 });
     await call();
     return { ...units };
   };
@@ -122,6 +137,13 @@ async function main(): Promise<void> {
     const run = () => powertools({ key: `powertools-${kb}` });
     measured.push({ mode: 'powertools', kb, first: await cost(run), replay: await cost(run) });
   }
+  // A lease renewal (the heartbeat of a long handler) moves the record's sort key in the index: a delete and a put there.
+  const repository = new DynamoDbIdempotencyRepository({ client, tableName });
+  const claim = await repository.claim({ key: 'renewed', fingerprint: 'f', leaseSeconds: 60 });
+  if (!claim.claimed) throw new Error('the renewal measurement could not claim its key');
+  const renewal = await cost(() =>
+    repository.renew({ key: 'renewed', claimToken: claim.claimToken, leaseSeconds: 120 }),
+  );
   await moduleRef.close();
   client.destroy();
   await local.stop();
@@ -135,7 +157,7 @@ async function main(): Promise<void> {
     const plain = Buffer.byteLength(json);
     return { kb, plain, gzipped: gzipSync(json).byteLength };
   });
-  if (process.argv.includes('--json')) process.stdout.write(JSON.stringify({ measured, thresholds }));
+  if (process.argv.includes('--json')) process.stdout.write(JSON.stringify({ measured, renewal, thresholds }));
   else process.stdout.write(`${JSON.stringify({ measured, thresholds }, null, 2)}\n`);
 }
 

@@ -102,15 +102,20 @@ export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {
     );
   }
   if (capacity?.measured) {
-    const units = (mode, kb, which) => {
+    // The table's units (the work Powertools does too); the index of keys in flight's are shown on a row of their own.
+    const units = (mode, kb, which, withIndex = false) => {
       const entry = capacity.measured.find((m) => m.mode === mode && m.kb === kb)[which];
-      return entry.write + entry.read;
+      return entry.write + entry.read + (withIndex ? (entry.index ?? 0) : 0);
     };
     const sizes = [...new Set(capacity.measured.map((m) => m.kb))];
-    for (const mode of ['lease', 'optimistic']) {
-      const worst = Math.max(
-        ...sizes.flatMap((kb) => ['first', 'replay'].map((w) => units(mode, kb, w) / units('powertools', kb, w))),
+    const worstOf = (mode, withIndex) =>
+      Math.max(
+        ...sizes.flatMap((kb) =>
+          ['first', 'replay'].map((w) => units(mode, kb, w, withIndex) / units('powertools', kb, w)),
+        ),
       );
+    for (const mode of ['lease', 'optimistic']) {
+      const worst = worstOf(mode, false);
       rows.push(
         `| capacity units, ${mode} mode ÷ Powertools, worst of every size, first request and replay | ${f2(worst)} | ≤ 1.00 | ${worst <= 1 ? 'met' : '**not met**'} |`,
       );
@@ -119,6 +124,10 @@ export function goalsSection({ find, ratio, capacity, latency, moduleWork }) {
         `| capacity units of a first request at 20 KB, ${mode} mode ÷ Powertools | ${f2(at20)} | ≤ 0.50 | ${at20 <= 0.5 ? 'met' : '**not met**'} |`,
       );
     }
+    const withIndex = worstOf('lease', true);
+    rows.push(
+      `| the same, lease mode with the index of keys in flight's writes (Powertools has no sweep to pay for) | ${f2(withIndex)} | — | the price of a sweep that reads only the keys in flight |`,
+    );
   }
   return `## Goals
 
@@ -221,12 +230,19 @@ DynamoDB calls: the claim, one write per step, the completion; Powertools sends 
 ${rows.join('\n')}`;
 }
 
+/** The index's write units on a lease-mode first request: the same at every response size, or their range. */
+function indexCost(capacity) {
+  const units = capacity.measured.filter((m) => m.mode === 'lease').map((m) => m.first.index ?? 0);
+  const [low, high] = [Math.min(...units), Math.max(...units)];
+  return low === high ? `${low} write units` : `${low} to ${high} write units`;
+}
+
 /** Capacity units per first request and per uncached replay, by response size and mode. */
 export function capacitySection(capacity) {
   if (!capacity) return '';
   if (capacity.unavailable) return `## Capacity units\n\nNot measured on this machine: ${capacity.unavailable}.`;
-  const cell = ({ write, read, computed }) =>
-    `${write} W${read ? ` + ${read} R` : ''}${computed ? ` (${computed} computed)` : ''}`;
+  const cell = ({ write, read, computed, index }) =>
+    `${write} W${read ? ` + ${read} R` : ''}${computed ? ` (${computed} computed)` : ''}${index ? ` + ${index} W index` : ''}`;
   const rows = capacity.measured.map(
     ({ mode, kb, first, replay }) => `| ${kb} KB | ${mode} | ${cell(first)} | ${cell(replay)} |`,
   );
@@ -239,7 +255,8 @@ Write (W) and read (R) capacity units of one first request and of one uncached r
 key, the replay cache off), for a JSON response of each size (a list of order lines: as compressible as typical API
 JSON; random bytes would not compress). The module through \`IdempotencyService.execute\` (the same DynamoDB calls as a
 route), Powertools' \`makeIdempotent\` with its \`DynamoDBPersistenceLayer\`, each on its own table. Units are DynamoDB
-Local's \`ConsumedCapacity\` (\`ReturnConsumedCapacity: TOTAL\`) for every call that succeeds. A refused conditional
+Local's \`ConsumedCapacity\` (\`ReturnConsumedCapacity: INDEXES\`: the table's, and apart from them the write units of
+the index of keys in flight, "W index") for every call that succeeds. A refused conditional
 write is billed too, but its error carries no \`ConsumedCapacity\`: those units are **computed** from DynamoDB's rules
 (1 write unit per KB of the larger of the item before and after, the item's size being its attribute names and
 values) and marked. DynamoDB Local bills Powertools' completing \`UpdateItem\` at fewer units than that rule gives for
@@ -249,6 +266,14 @@ requests are if anything under-counted here.
 | response | mode | first request | uncached replay |
 |---|---|---:|---:|
 ${rows.join('\n')}
+
+**The index of keys in flight** (docs/scaling.md) costs a lease-mode first request ${indexCost(capacity)}: one write
+when the claim adds the record to it, one when the completion takes it out, whatever the response's size (the index
+holds a few small attributes, not the response). A lease renewal (a long handler's heartbeat) moves the record's lease
+end, the index's sort key: ${capacity.renewal ? `${capacity.renewal.write} W + ${capacity.renewal.index} W index` : 'not measured'}
+(a delete and a put in the index). Optimistic mode writes no PENDING record and nothing to the index; a replay refused
+by the claim's condition writes nothing to it. Powertools' table has no index: it has no sweep either, so a record
+left PENDING by a crash waits for its expiry, found by no one.
 
 What a replay costs follows from the refused claim (or put): DynamoDB bills it on the stored item's size, so a smaller
 stored item makes every uncached replay cheaper too. Responses are gzipped above 0.7 KB of JSON
@@ -261,24 +286,44 @@ ${thresholds.join('\n')}`;
 }
 
 /**
- * What steps cost, from STEPS.md (`npm run bench:steps`, DynamoDB Local reports capacity units; this run does not
- * measure them): its table, copied as it stands, or a line saying it was not measured.
+ * The table of a bench run apart (its own command writes the file; this run does not measure it), copied as it stands
+ * under `intro`, or a line saying it was not measured.
  */
-export function stepsSection() {
+function copiedSection(file, command, intro) {
   let text;
   try {
-    text = readFileSync(new URL('./STEPS.md', import.meta.url), 'utf8');
+    text = readFileSync(new URL(`./${file}`, import.meta.url), 'utf8');
   } catch {
-    return 'Not measured: run `npm run bench:steps` (it writes [STEPS.md](STEPS.md)).';
+    return `Not measured: run \`${command}\` (it writes [${file}](${file})).`;
   }
   const generated = /^Generated by .*? on (\d{4}-\d{2}-\d{2})/m.exec(text)?.[1] ?? 'an earlier date';
   const table = text.split('\n').filter((line) => line.startsWith('|'));
-  return [
-    `From [STEPS.md](STEPS.md) (\`npm run bench:steps\`, ${generated}, on DynamoDB Local, which reports the capacity each`,
-    'call consumed): the DynamoDB calls and capacity units of `IdempotencyService.execute` with steps, against the same',
-    'request without them, Powertools and a hand-written floor. What they mean, and why the per-step goal is missed once',
-    'the record passes 1 KB, is there.',
-    '',
-    ...table,
-  ].join('\n');
+  return [`From [${file}](${file}) (\`${command}\`, ${generated}, ${intro}`, '', ...table].join('\n');
+}
+
+/** What steps cost, from STEPS.md (`npm run bench:steps`). */
+export function stepsSection() {
+  return copiedSection(
+    'STEPS.md',
+    'npm run bench:steps',
+    [
+      'on DynamoDB Local, which reports the capacity each',
+      'call consumed): the DynamoDB calls and capacity units of `IdempotencyService.execute` with steps, against the same',
+      'request without them, Powertools and a hand-written floor. What they mean, and why the per-step goal is missed once',
+      'the record passes 1 KB, is there.',
+    ].join('\n'),
+  );
+}
+
+/** What a sweep reads as the table grows, from SWEEP.md (`npm run bench:sweep`). */
+export function sweepSection() {
+  return copiedSection(
+    'SWEEP.md',
+    'npm run bench:sweep',
+    [
+      'on DynamoDB Local): a sweep of a table of finished',
+      'records plus 100 stuck PENDING ones, with the index of keys in flight and without it. With it, what a sweep reads',
+      'stays the same as the table grows; without it, it grows with the table. How it was measured is there.',
+    ].join('\n'),
+  );
 }

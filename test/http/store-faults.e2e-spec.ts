@@ -1,7 +1,10 @@
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
 import { PLATFORMS, post, TestApp } from '../support/app';
 import { PLATFORM_ENGINES } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
+import { CapturedLogs } from '../support/logs';
+import { scanTable } from '../support/table';
 import { Runs } from './payments.fixture';
 import { PaymentsScenario, startPaymentsScenario } from './payments.scenario';
 
@@ -46,6 +49,49 @@ describe.each(PLATFORM_ENGINES)('store faults on %s, %s, %s layout', (platform, 
     expect(proxy.operations).toEqual(['UpdateItem', 'UpdateItem', 'UpdateItem']); // the SDK retried, then gave up
     expect(test.get(Runs).of('create')).toBe(before);
   });
+
+  // A claim writes the index of keys in flight; an index short of capacity throttles the table's write, and DynamoDB
+  // names the index in the error's ThrottlingReasons (provisioned capacity, or an on-demand table's maximum).
+  it.each([
+    ['ProvisionedThroughputExceededException', 'IndexWriteProvisionedThroughputExceeded'],
+    ['ThrottlingException', 'IndexWriteMaxOnDemandThroughputExceeded'],
+  ])(
+    'answers 503 with Retry-After when the index of keys in flight throttles the claim (%s, %s), without running the handler',
+    async (type, reason) => {
+      const { Table } = await scenario.client.send(new DescribeTableCommand({ TableName: scenario.tableName }));
+      expect(Table?.GlobalSecondaryIndexes?.map(({ IndexName }) => IndexName)).toEqual(['in_flight']);
+      const resource = `${Table?.TableArn}/index/in_flight`;
+      const key = newKey();
+      const before = test.get(Runs).of('create');
+      const records = (await scanTable(scenario.client, scenario.tableName, scenario.layout)).length;
+      const logs = new CapturedLogs();
+      logs.start();
+      proxy.operations.length = 0;
+      proxy.failNext = {
+        operation: 'UpdateItem',
+        count: 1_000,
+        type,
+        fields: { ThrottlingReasons: [{ reason, resource }] },
+      };
+      const throttled = await post(`${test.url}/payments`, { amount: 6 }, { 'Idempotency-Key': key }).finally(() =>
+        logs.stop(),
+      );
+      expect(throttled.status).toBe(503);
+      expect(throttled.headers.get('retry-after')).toBe('1');
+      expect(JSON.parse(throttled.text)).toMatchObject({ type: ProblemType.storeThrottled, status: 503 });
+      expect(proxy.operations).toEqual(['UpdateItem', 'UpdateItem', 'UpdateItem']); // the SDK retried, then gave up
+      expect(logs.at('error')).toContainEqual(
+        expect.objectContaining({ dynamo_error_code: type, throttling_reasons: [`${reason} on ${resource}`] }),
+      );
+      expect(test.get(Runs).of('create')).toBe(before);
+      expect(await scanTable(scenario.client, scenario.tableName, scenario.layout)).toHaveLength(records); // nothing written
+
+      proxy.failNext = undefined; // the index has capacity again: the retry runs the handler once
+      const created = await post(`${test.url}/payments`, { amount: 6 }, { 'Idempotency-Key': key });
+      expect(created.status).toBe(201);
+      expect(test.get(Runs).of('create')).toBe(before + 1);
+    },
+  );
 
   it('does not mistake throttling of a duplicate for a replay', async () => {
     const key = newKey();

@@ -1,6 +1,15 @@
-import { BatchWriteItemCommand, DynamoDBClient, WriteRequest } from '@aws-sdk/client-dynamodb';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  BatchWriteItemCommand,
+  DescribeTableCommand,
+  DynamoDBClient,
+  ScalarAttributeType,
+  UpdateTableCommand,
+  WriteRequest,
+} from '@aws-sdk/client-dynamodb';
 import { Test } from '@nestjs/testing';
 import {
+  checkIdempotencyTable,
   DynamoDbIdempotencyRepository,
   IdempotencyAdmin,
   IdempotencyClock,
@@ -84,7 +93,7 @@ describe.each(ENGINES)('the index of keys in flight (%s)', (engine) => {
       .useValue(clock as ManualClock)
       .compile();
     const app = await moduleRef.init();
-    return { app, read, client: client as DynamoDBClient, tableName };
+    return { app, read, clock, client: client as DynamoDBClient, tableName };
   }
 
   it(`a sweep reads the ${STUCK} stuck leases from the index and a sample, not the ${FINISHED} finished records; a PENDING listing the ${LIVE} in flight`, async () => {
@@ -141,4 +150,45 @@ describe.each(ENGINES)('the index of keys in flight (%s)', (engine) => {
     expect(said.add_index).toMatch(/^aws dynamodb update-table --table-name \S+ --attribute-definitions /);
     await app.close();
   }, 120_000);
+
+  // dynalite's UpdateTable predates on-demand tables: it refuses an index without ProvisionedThroughput.
+  const onDynamoDbLocal = engine === 'dynamodb-local' ? it : it.skip;
+  onDynamoDbLocal(
+    'the command table:check prints adds the index: DynamoDB fills it with the keys in flight, and the next sweep reads them there',
+    async () => {
+      const { app, read, clock, client, tableName } = await seeded({ inFlightIndex: false }, {});
+      const { findings } = await checkIdempotencyTable(client, tableName);
+      const said =
+        /Add it: (.+)$/.exec(findings.find((line) => line.includes('no index of keys in flight')) ?? '')?.[1] ?? '';
+      // The AWS CLI's command, sent as the SDK's UpdateTable (no AWS CLI here): its arguments, as the shell passes them.
+      const [, table, definitions, updates] =
+        /^aws dynamodb update-table --table-name (\S+) --attribute-definitions (.+) --global-secondary-index-updates '(.+)'$/.exec(
+          said,
+        ) ?? [];
+      expect(table).toBe(tableName);
+      await client.send(
+        new UpdateTableCommand({
+          TableName: table,
+          AttributeDefinitions: definitions.split(' ').map((definition) => {
+            const { AttributeName, AttributeType } = Object.fromEntries(
+              definition.split(',').map((pair) => pair.split('=')),
+            );
+            return { AttributeName, AttributeType: AttributeType as ScalarAttributeType };
+          }),
+          GlobalSecondaryIndexUpdates: JSON.parse(updates),
+        }),
+      );
+      for (let status = ''; status !== 'ACTIVE'; await sleep(100)) {
+        const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+        status = Table?.GlobalSecondaryIndexes?.[0]?.IndexStatus ?? '';
+      }
+      clock.advanceSeconds(70); // the live leases end too
+      read.reset();
+      const result = await app.get(IdempotencyReconciler).sweep({ maxPagesPerSecond: 1000 });
+      expect(result).toMatchObject({ indexed: true, stuckPending: STUCK + LIVE });
+      expect(read.items['Query in_flight']).toBe(STUCK + LIVE); // written before the index existed, found in it
+      await app.close();
+    },
+    120_000,
+  );
 });

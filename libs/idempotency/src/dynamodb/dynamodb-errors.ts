@@ -92,7 +92,21 @@ export function isItemTooLarge(error: unknown): boolean {
 /** Throttling (after the SDK's own retries), misconfiguration and everything else are distinct outcomes; all fail closed. */
 export function toStoreError(operation: string, error: unknown): Error {
   const code = dynamoErrorCode(error);
-  if (THROTTLING_ERRORS.has(code)) return new IdempotencyStoreThrottledError(operation, code, { cause: error });
+  if (THROTTLING_ERRORS.has(code)) {
+    return new IdempotencyStoreThrottledError(operation, code, { cause: error, reasons: throttlingReasons(error) });
+  }
   if (MISCONFIGURATION_FIXES[code]) return new IdempotencyStoreMisconfiguredError(operation, code, { cause: error });
   return new IdempotencyStoreUnavailableError(operation, code, { cause: error });
+}
+
+/**
+ * What DynamoDB names as throttled (`IndexWriteProvisionedThroughputExceeded on …/index/in_flight`): a throttled index
+ * throttles the table's writes, and only these reasons tell it from the table's own capacity.
+ */
+export function throttlingReasons(error: unknown): string[] {
+  const reasons = (error as { ThrottlingReasons?: unknown } | undefined)?.ThrottlingReasons;
+  if (!Array.isArray(reasons)) return [];
+  return reasons.map((given: { reason?: unknown; resource?: unknown }) =>
+    [given?.reason, given?.resource].filter((part) => typeof part === 'string').join(' on '),
+  );
 }

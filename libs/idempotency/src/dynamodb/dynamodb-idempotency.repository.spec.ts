@@ -92,7 +92,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
       ':fingerprint': { S: 'fp' },
       ':holder': { S: 'host-a:42' },
       ':now': { N: String(NOW) },
-      ':shard': { S: 'in-flight#0' }, // 'k' is no hex digit: shard 0 (record keys end in a SHA-256's hex)
+      ':shard': { S: 'in-flight#b' }, // 'k' is not a record key's hash: its character sum, 107, mod 16
     });
     const claim = repository.claim({ key: 'k', fingerprint: undefined as unknown as string, leaseSeconds: 60 });
     await expect(claim).rejects.toThrow('fingerprint: an idempotency record has no attribute of type undefined');

@@ -62,19 +62,32 @@ export function inFlightIndexState(layout: TableLayout, table: TableDescription 
 
 /**
  * The AWS CLI command that adds the index to an existing table (its attribute names following the layout), and waits
- * for nothing: DynamoDB backfills it from the records in flight. A provisioned table's index needs its own capacity:
- * add `"ProvisionedThroughput": {…}` to the `Create` (docs/scaling.md).
+ * for nothing: DynamoDB backfills it from the records in flight. On a provisioned table the index gets the table's
+ * capacity (a throttled index throttles the table's writes; docs/scaling.md); on an on-demand one, on-demand capacity.
  */
-export function addInFlightIndexCommand(tableName: string, layout: TableLayout, region?: string): string {
+export function addInFlightIndexCommand(tableName: string, layout: TableLayout, table?: TableDescription): string {
   const { attributes, index } = inFlightIndexDefinition(layout);
   const definitions = attributes.map(
     ({ AttributeName, AttributeType }) => `AttributeName=${AttributeName},AttributeType=${AttributeType}`,
   );
-  const update = JSON.stringify([{ Create: index }]);
+  const provisioned = provisionedCapacityOf(table);
+  const update = JSON.stringify([
+    { Create: { ...index, ...(provisioned ? { ProvisionedThroughput: provisioned } : {}) } },
+  ]);
   return (
-    `aws dynamodb update-table --table-name ${tableName}${region ? ` --region ${region}` : ''} ` +
+    `aws dynamodb update-table --table-name ${tableName} ` +
     `--attribute-definitions ${definitions.join(' ')} --global-secondary-index-updates '${update}'`
   );
+}
+
+/** A provisioned table's read and write capacity, or undefined for an on-demand table (or one not described). */
+function provisionedCapacityOf(
+  table: TableDescription | undefined,
+): { ReadCapacityUnits: number; WriteCapacityUnits: number } | undefined {
+  if (table?.BillingModeSummary?.BillingMode === 'PAY_PER_REQUEST') return undefined;
+  const { ReadCapacityUnits = 0, WriteCapacityUnits = 0 } = table?.ProvisionedThroughput ?? {};
+  // On-demand tables report 0 units; a table made before billing modes existed has no summary, only its units.
+  return WriteCapacityUnits > 0 ? { ReadCapacityUnits, WriteCapacityUnits } : undefined;
 }
 
 /** What reading a table's keys in flight reads (`DescribeTable`): its index of them when ACTIVE, else a scan of its items. */
@@ -87,5 +100,5 @@ export async function inFlightCostOf(
   const size = { itemCount: table?.ItemCount, sizeBytes: table?.TableSizeBytes };
   if (inFlightIndexState(layout, table) === 'ACTIVE') return { indexed: true, index: layout.inFlightIndex, ...size };
   if (!layout.inFlightIndex) return { indexed: false, ...size };
-  return { indexed: false, ...size, addIndex: addInFlightIndexCommand(tableName, layout) };
+  return { indexed: false, ...size, addIndex: addInFlightIndexCommand(tableName, layout, table) };
 }

@@ -15,6 +15,7 @@ import {
   isReplicatedWriteConflict,
   isTransactionCanceled,
   misconfigurationFix,
+  throttlingReasons,
   toStoreError,
 } from './dynamodb-errors';
 
@@ -72,7 +73,13 @@ export class StoreCalls {
       }
       const fix = misconfigurationFix(error);
       const msg = fix ? 'idempotency store refused the call; retrying will not help' : 'idempotency store call failed';
-      this.logger.error({ msg, ...fields, ...(fix ? { fix } : {}) });
+      const reasons = throttlingReasons(error); // which table or index was short of capacity
+      this.logger.error({
+        msg,
+        ...fields,
+        ...(fix ? { fix } : {}),
+        ...(reasons.length ? { throttling_reasons: reasons } : {}),
+      });
       throw toStoreError(operation, error);
     } finally {
       this.telemetry.storeCall(this.tableName, operation, (performance.now() - started) / 1000, result);

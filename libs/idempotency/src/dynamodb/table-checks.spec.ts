@@ -311,6 +311,19 @@ describe('the deploy-time check (checkIdempotencyTable)', () => {
         '"KeyType":"HASH"},{"AttributeName":"expires_at","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE",' +
         '"NonKeyAttributes":["status","claim_token","fingerprint","pending_since","holder","renewed_at"]}}}]\'',
     );
+    // A provisioned table's index gets the table's capacity (DynamoDB refuses an index without it there).
+    const provisioned: TableDescription = {
+      ...ACTIVE,
+      BillingModeSummary: { BillingMode: 'PROVISIONED' },
+      ProvisionedThroughput: { ReadCapacityUnits: 40, WriteCapacityUnits: 25 },
+    };
+    expect(await findingFor(provisioned)).toContain(
+      '"NonKeyAttributes":["status","claim_token","fingerprint","pending_since","holder","renewed_at"]},' +
+        '"ProvisionedThroughput":{"ReadCapacityUnits":40,"WriteCapacityUnits":25}}}]\'',
+    );
+    expect(await findingFor({ ...provisioned, BillingModeSummary: undefined })).toContain(
+      '"ProvisionedThroughput":{"ReadCapacityUnits":40,"WriteCapacityUnits":25}',
+    );
     expect(await findingFor(ACTIVE, { tableName: 'keys', inFlightIndex: false })).toBe(
       'note: inFlightIndex is false: sweeps and PENDING listings read the whole table',
     );

@@ -116,7 +116,7 @@ function inFlightIndexFinding(
   if (state !== 'missing') return `note: the index of keys in flight ${layout.inFlightIndex} is ${state}`;
   return (
     `note: no index of keys in flight (${layout.inFlightIndex}): every sweep and PENDING listing reads the whole table ` +
-    `(docs/scaling.md). Add it: ${addInFlightIndexCommand(tableName, layout)}`
+    `(docs/scaling.md). Add it: ${addInFlightIndexCommand(tableName, layout, description)}`
   );
 }
 

@@ -1,4 +1,4 @@
-import { UNSCOPED_PARTITION } from '../keys/record-key';
+import { recordKey, UNSCOPED_PARTITION } from '../keys/record-key';
 import { TableLayout } from './table-layout';
 
 /** The table layout's options are refused at startup when they cannot work, and map a record to the item's key. */
@@ -82,5 +82,18 @@ describe('TableLayout (where a record goes)', () => {
     expect(layout.recordKeyOf('ORDER#1')).toBeUndefined();
     expect(layout.recordKeyOf(42)).toBeUndefined();
     expect(new TableLayout().recordKeyOf('anything')).toBe('anything');
+  });
+
+  it('spreads the keys in flight over 16 shards of the index, by the key prefix and the hash’s last digit', () => {
+    const layout = new TableLayout({ keyPrefix: 'IDEM#' });
+    const shards = new Set(
+      Array.from({ length: 400 }, (_, n) => layout.inFlightShard(recordKey('POST /orders', undefined, `k${n}`))),
+    );
+    expect([...shards].sort()).toEqual(Array.from({ length: 16 }, (_, n) => `IDEM#in-flight#${n.toString(16)}`).sort());
+    expect(layout.inFlightShard('POST /orders#00f')).toBe('IDEM#in-flight#f');
+    // a key not made by recordKey (the repository called directly) still lands on one of the 16, the same each time
+    expect(layout.inFlightShard('order-xyz')).toBe(layout.inFlightShard('order-xyz'));
+    expect(shards.has(layout.inFlightShard('order-xyz'))).toBe(true);
+    expect(new Set(['g', 'h', 'i', 'j', 'k', 'l'].map((key) => layout.inFlightShard(key))).size).toBe(6);
   });
 });

@@ -146,10 +146,13 @@ export class TableLayout {
 
   /**
    * The shard of the index of keys in flight a record's claim writes: the key prefix, `in-flight#` and the last hex
-   * digit of the record key's hash (16 shards), the same for every claim of the key.
+   * digit of the record key's hash (16 shards), the same for every claim of the key; a key given to the repository
+   * without one (not made by `recordKey`) by the sum of its characters.
    */
   inFlightShard(recordKey: string): string {
-    return this.inFlightShardValue(parseInt(recordKey.slice(-1), 16) || 0);
+    const digit = parseInt(recordKey.slice(-1), 16);
+    if (!Number.isNaN(digit)) return this.inFlightShardValue(digit);
+    return this.inFlightShardValue([...recordKey].reduce((sum, char) => sum + char.charCodeAt(0), 0) % 16);
   }
 
   /** The partition value of shard `n` of the index of keys in flight. */

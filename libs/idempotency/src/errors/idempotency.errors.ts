@@ -195,10 +195,15 @@ export class IdempotencyStoreThrottledError extends IdempotencyError {
     readonly operation: string,
     /** The DynamoDB error name, e.g. `ProvisionedThroughputExceededException`. */
     readonly dynamoErrorCode: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { reasons?: readonly string[] },
   ) {
-    super(`Idempotency store throttled the ${operation} (${dynamoErrorCode})`, options);
+    const reasons = options?.reasons?.length ? `: ${options.reasons.join(', ')}` : '';
+    super(`Idempotency store throttled the ${operation} (${dynamoErrorCode}${reasons})`, options);
+    this.reasons = options?.reasons ?? [];
   }
+
+  /** What DynamoDB said it throttled (its `ThrottlingReasons`: a reason and the table's or an index's ARN). */
+  readonly reasons: readonly string[];
 }
 
 /** The store could not answer: timeout, socket error, 5xx. Fail closed. */
