@@ -118,8 +118,8 @@ export function fencingFamily() {
         [
           [
             RECORD_REQUESTS,
-            '    ConditionExpression: OWNED_BY_CLAIM,\n',
-            `    ConditionExpression: transition.UpdateExpression.includes('${mark}') ? '${condition}' : OWNED_BY_CLAIM,\n`,
+            '  const condition = leaseEndedBefore === undefined ? OWNED_BY_CLAIM : STUCK_LEASE;',
+            `  const condition = leaseEndedBefore === undefined ? (transition.UpdateExpression.includes('${mark}') ? '${condition}' : OWNED_BY_CLAIM) : STUCK_LEASE;`,
           ],
         ],
       );
@@ -128,6 +128,16 @@ export function fencingFamily() {
       [CLAIM_REQUESTS, '    ConditionExpression: OWNED_BY_CLAIM,\n', `    ConditionExpression: '${condition}',\n`],
     ]);
   }
+  // DynamoDB: the reconciler's release of a stuck lease (read from an eventually consistent index or scan).
+  conditionConjuncts(`${OWNED_BY_CLAIM} AND #expires < :leaseEndedBefore`).forEach(({ conjunct, condition }, i) =>
+    add(`ddb-release-${i + 1}`, `DynamoDB: a sweep's release of a stuck lease without \`${conjunct}\``, 'dynalite', [
+      [
+        RECORD_REQUESTS,
+        'export const STUCK_LEASE = `${OWNED_BY_CLAIM} AND #expires < :leaseEndedBefore`;',
+        `export const STUCK_LEASE = '${condition}';`,
+      ],
+    ]),
+  );
   // DynamoDB: the claim's resume form.
   conditionConjuncts(RESUMABLE).forEach(({ conjunct, condition }, i) =>
     add(`ddb-resume-${i + 1}`, `DynamoDB: a resuming claim without \`${conjunct}\``, 'dynalite', [
@@ -239,23 +249,41 @@ export function fencingFamily() {
   add('held-steps', 'a claim takes a released record that holds another request’s steps', 'memory', [
     ['repository/idempotency.record.ts', 'return !heldSteps || record.fingerprint === fingerprint;', 'return true;'],
   ]);
-  // The sweep: a lease past its end by the margin; a finished record past its expiry by the margin.
-  add('sweep-lease-skew', 'the reconciler releases a lease past its end without the skew margin', 'memory', [
+  // In memory: the reconciler's release of a stuck lease only if it ended.
+  add(
+    'memory-release-without-lease-end',
+    'in memory: a sweep’s release of a lease renewed since it was read',
+    'memory',
     [
-      'observability/idempotency.reconciler.ts',
-      'if (record.expiresAt >= now - skew) continue;',
-      'if (record.expiresAt >= now) continue;',
+      [
+        MEMORY,
+        'if (leaseEndedBefore !== undefined && running && !(running.expiresAt < leaseEndedBefore)) {',
+        'if (false) {',
+      ],
     ],
+  );
+  // The sweep: a lease past its end by the margin (read, and released), from a scan (the in-memory store) or the index
+  // of keys in flight (the DynamoDB store); a finished record past its expiry by the margin.
+  const RECONCILER = 'observability/idempotency.reconciler.ts';
+  const stuckBefore = [RECONCILER, 'const stuckBefore = now - skew;', 'const stuckBefore = now;'];
+  add('sweep-lease-skew', 'the reconciler releases a lease past its end without the skew margin (a scan)', 'memory', [
+    stuckBefore,
   ]);
+  add(
+    'sweep-index-lease-skew',
+    'the reconciler releases a lease past its end without the skew margin (the index of keys in flight)',
+    'dynalite',
+    [stuckBefore],
+  );
   add(
     'sweep-expire-skew',
     'the reconciler deletes a finished record past its expiry without the skew margin',
     'memory',
     [
       [
-        'observability/idempotency.reconciler.ts',
-        'record.expiresAt < now - skew && (await this.expire(record))',
-        'record.expiresAt < now && (await this.expire(record))',
+        RECONCILER,
+        "const finished = record.status !== 'PENDING' && record.expiresAt < now - skew;",
+        "const finished = record.status !== 'PENDING' && record.expiresAt < now;",
       ],
     ],
   );

@@ -278,6 +278,46 @@ const CATALOGUE = [
     ],
   },
   {
+    id: 'in-flight-kept-on-completion',
+    what: '§11 (issue 64) a completion leaves its record in the index of keys in flight',
+    edits: [
+      [
+        'dynamodb/record-requests.ts',
+        "'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now REMOVE #inflight',",
+        "'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now',",
+      ],
+    ],
+  },
+  {
+    id: 'in-flight-kept-on-failure',
+    what: '§11 (issue 64) a failure (or a sweep’s release) leaves its record in the index of keys in flight',
+    edits: [
+      [
+        'dynamodb/record-requests.ts',
+        "UpdateExpression: 'SET #status = :failed, #expires = :expiresAt REMOVE #inflight',",
+        "UpdateExpression: 'SET #status = :failed, #expires = :expiresAt',",
+      ],
+    ],
+  },
+  {
+    id: 'in-flight-kept-on-release-forgetting-run',
+    what: '§11 (issue 64) a release of a run that recorded every step it started leaves its record in the index',
+    edits: [
+      [
+        'dynamodb/record-requests.ts',
+        "'SET #status = :failed, #expires = :expiresAt REMOVE #inflight ADD #runs :minusOne'",
+        "'SET #status = :failed, #expires = :expiresAt ADD #runs :minusOne'",
+      ],
+    ],
+  },
+  {
+    id: 'in-flight-one-shard',
+    what: '§11 (issue 64) every claim writes the same shard of the index (one hot index partition)',
+    edits: [
+      ['dynamodb/claim-requests.ts', "':shard': layout.inFlightShard(key),", "':shard': layout.inFlightShardValue(0),"],
+    ],
+  },
+  {
     id: 'batch-order',
     what: '§2 a batch goes on past a failed record: a FIFO group or a stream runs out of order',
     edits: [

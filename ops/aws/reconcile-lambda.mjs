@@ -1,7 +1,8 @@
 // The reconciler as a Lambda function, invoked every minute by an EventBridge Scheduler rule
-// (ops/aws/reconcile-scheduler.yaml). Bundle it with the package; the function's role needs dynamodb:Scan and
-// dynamodb:UpdateItem on the table. With PUSHGATEWAY_URL set (a Pushgateway the function can reach), the sweep's
-// gauges go there for the alert rules; the result is also the function's return value and its log line.
+// (ops/aws/reconcile-scheduler.yaml). Bundle it with the package; the function's role needs dynamodb:DescribeTable,
+// dynamodb:Query, dynamodb:Scan and dynamodb:UpdateItem on the table and its index in_flight (docs/operating.md#iam).
+// With PUSHGATEWAY_URL set (a Pushgateway the function can reach), the sweep's gauges go there for the alert rules;
+// the result is also the function's return value and its log line.
 import { pushSweepGauges, reconcileTable } from 'nestjs-dynamodb-idempotency';
 
 const tableName = process.env.IDEMPOTENCY_TABLE ?? 'idempotency_keys';

@@ -107,13 +107,18 @@ export class Advance extends Step {
 /**
  * A takeover at a lease's edge (the generators' bias toward the moments fencing and skew checks exist for): true time
  * moves to `edgeMs` around the end of the lease of the key's latest running run, and another instance sends the same
- * request. Nothing happens when no run of the key is running, or that moment has passed.
+ * request (`variant` 0), or another request with the key (1: the claim's restart form, on the DynamoDB store). With
+ * `between`, the running owner's heartbeats tick, or its run finishes, between the claim's read of the record and the
+ * restart form it sends on the token it read. Nothing happens when no run of the key is running, or that moment has
+ * passed.
  */
 export class Takeover extends Step {
   constructor(
     readonly key: number,
     readonly instance: number,
     readonly edgeMs: number,
+    readonly variant = 0,
+    readonly between?: 'heartbeats' | 'finish',
   ) {
     super();
   }
@@ -123,10 +128,21 @@ export class Takeover extends Step {
     const targetMs = run.leaseEndMs + this.edgeMs;
     if (targetMs > fleet.time.ms) fleet.advance((targetMs - fleet.time.ms) / 1000);
     const claimer = run.instance.index === this.instance ? (this.instance + 1) % 3 : this.instance;
-    fleet.send(claimer, this.key, 0, false);
+    if (this.between) {
+      fleet.store.beforeNextRestart = async () => {
+        if (this.between === 'heartbeats') run.instance.heartbeat();
+        else run.finish('ok');
+        // Its write lands while the claim waits (the claim itself is the one call left in flight).
+        for (let tries = 0; fleet.store.pending.calls > 1 && tries < 1000; tries++) await turn();
+      };
+    }
+    fleet.send(claimer, this.key, this.variant, false);
   }
   toString() {
-    return `takeover(key ${this.key} by instance ${this.instance}, ${this.edgeMs} ms from the lease's end)`;
+    const between = this.between
+      ? `, the owner's ${this.between === 'heartbeats' ? 'heartbeats' : 'run finishing'} before its restart form`
+      : '';
+    return `takeover(key ${this.key} by instance ${this.instance}, ${this.edgeMs} ms from the lease's end${this.variant ? ', another request' : ''}${between})`;
   }
 }
 
@@ -315,17 +331,33 @@ export class LateOwner extends Step {
   }
 }
 
-/** The reconciler sweeps the store from an instance: stuck PENDING records (lease passed) are marked FAILED. */
+/**
+ * The reconciler sweeps the store from an instance: stuck PENDING records (lease passed) are marked FAILED. With
+ * `heartbeats`, every live instance's heartbeats tick between the sweep's read of a stuck lease and its release: what an
+ * eventually consistent read (the index of keys in flight, a scan) shows a sweep, a lease renewed since.
+ */
 export class Sweep extends Step {
-  constructor(readonly instance: number) {
+  constructor(
+    readonly instance: number,
+    readonly heartbeats = false,
+  ) {
     super();
   }
   async act(fleet: Fleet) {
     const instance = fleet.instances[this.instance];
-    if (!instance.crashed && !instance.frozen) await instance.reconciler.sweep({ maxPagesPerSecond: 1000 });
+    if (instance.crashed || instance.frozen) return;
+    if (this.heartbeats) {
+      instance.sweepRepository.beforeNextFail = async () => {
+        for (const each of fleet.instances) if (!each.crashed && !each.frozen) each.heartbeat();
+        await settle(fleet);
+        await fleet.check();
+      };
+    }
+    await instance.reconciler.sweep({ maxPagesPerSecond: 1000 });
+    instance.sweepRepository.beforeNextFail = undefined;
   }
   toString() {
-    return `sweep(instance ${this.instance})`;
+    return `sweep(instance ${this.instance}${this.heartbeats ? ', heartbeats between its read and its release' : ''})`;
   }
 }
 
@@ -377,7 +409,16 @@ const advanceToLeaseEnd = fc.constantFrom(28, 29, 30, 31, 32).map((seconds) => n
 const takeover = fc
   .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
   .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs));
-const sweep = instance.map((i) => new Sweep(i));
+const sweep = fc.tuple(instance, fc.boolean()).map(([i, heartbeats]) => new Sweep(i, heartbeats));
+// Another request takes a lease over past its end: its restart form races the owner's heartbeat or completion.
+const restartRace = fc
+  .tuple(
+    fc.constantFrom(0, 1),
+    instance,
+    fc.constantFrom(2500, 3500),
+    fc.constantFrom<'heartbeats' | 'finish'>('heartbeats', 'finish'),
+  )
+  .map(([k, i, edgeMs, between]) => new Takeover(k, i, edgeMs, 1, between));
 const heartbeat = instance.map((i) => new Heartbeat(i));
 const lateOwner = fc
   .tuple(
@@ -431,6 +472,7 @@ export const fencingSteps = [
   advanceToLeaseEnd,
   takeover,
   takeover,
+  restartRace,
   interleavedRemove,
   sweep,
   heartbeat,

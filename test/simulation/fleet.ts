@@ -67,6 +67,8 @@ export class Instance {
   readonly service: IdempotencyService;
   readonly admin: IdempotencyAdmin;
   readonly reconciler: IdempotencyReconciler;
+  /** The repository its sweeps write through. */
+  readonly sweepRepository: InstanceRepository;
   frozen = false;
   crashed = false;
   /** A Lambda container's invocation in progress: its deadline (true time, ms). */
@@ -94,8 +96,8 @@ export class Instance {
     options.confirmationGatherMs = 0;
     const tracking = { tracked: false } as CallTracking;
     const telemetry = new IdempotencyTelemetry();
-    const sweeps = fleet.store.repositoryFor(this.clock, 'sweep');
-    this.reconciler = new IdempotencyReconciler(sweeps, this.clock, telemetry, options);
+    this.sweepRepository = fleet.store.repositoryFor(this.clock, 'sweep');
+    this.reconciler = new IdempotencyReconciler(this.sweepRepository, this.clock, telemetry, options);
     const readiness = new StoreReadiness(this.repository, options);
     this.service = new IdempotencyService(this.repository, this.clock, telemetry, options, readiness, tracking);
     this.admin = new IdempotencyAdmin({

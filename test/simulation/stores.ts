@@ -9,6 +9,7 @@ import {
   IdempotencyRecord,
   IdempotencyRepository,
   IdempotencyStoreThrottledError,
+  InFlightInput,
   InMemoryIdempotencyRepository,
   PutCompletedInput,
   RecordStepInput,
@@ -62,6 +63,11 @@ export interface SimulatedStore {
    * it has none. Absent on stores without the index.
    */
   inFlightShard?(recordKey: string, scope?: string): Promise<string | undefined>;
+  /**
+   * The DynamoDB stores: runs once, between a claim's read of a claimable record (its resume form refused) and the
+   * restart form it sends on the token it read (another step interleaved). Absent where a claim is one write.
+   */
+  beforeNextRestart?: () => Promise<void>;
   /** Calls sent to the store that have not answered yet, from every instance. */
   pending: { calls: number };
   /** The oracle on every write the instances' repositories land (invariant 10). */
@@ -167,7 +173,13 @@ export class InstanceRepository extends IdempotencyRepository {
             }
           : undefined,
     );
-  fail = (input: FailInput) =>
+  fail = async (input: FailInput) => {
+    const interleaved = this.beforeNextFail;
+    this.beforeNextFail = undefined;
+    await interleaved?.();
+    return this.failNow(input);
+  };
+  private failNow = (input: FailInput) =>
     this.as(
       () => this.inner.fail(input),
       (result, sent, now) =>
@@ -196,6 +208,15 @@ export class InstanceRepository extends IdempotencyRepository {
     );
   get = (input: GetInput) => this.as(() => this.inner.get(input));
   scan = (input: ScanInput) => this.inner.scan(input);
+  // The keys in flight as the store reads them: the DynamoDB store's index of them, where a sweep finds stuck leases.
+  override inFlight(input: InFlightInput) {
+    return this.inner.inFlight(input);
+  }
+  override inFlightCost() {
+    return this.inner.inFlightCost();
+  }
+  /** Runs once, between a sweep's read of a stuck lease and its release (another step interleaved). */
+  beforeNextFail?: () => Promise<void>;
   /** Runs once, between an operator command's read of a record and its removal (another step interleaved). */
   beforeNextRemove?: (input: RemoveInput) => Promise<void>;
   override remove = async (input: RemoveInput) => {
@@ -260,13 +281,14 @@ export function inMemoryStore(time: Time): SimulatedStore {
 export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedStore> {
   const layout: TableLayoutOptions = { keySchema: { partitionKey: 'PK', sortKey: 'SK' } };
   const tableName = uniqueTableName('simulation');
+  const hooks = restartHooks(client);
   await createIdempotencyTable(client, tableName, layout);
   const foreign = appItemLikeARecord('CUSTOMER#1', 'ORDER#1');
   await client.send(new PutItemCommand({ TableName: tableName, Item: foreign }));
   const reader = new DynamoDbIdempotencyRepository({ client, tableName, ...layout });
   const pending = { calls: 0 };
   const oracle = new WriteOracle();
-  return {
+  const store: SimulatedStore = {
     layout,
     pending,
     oracle,
@@ -298,4 +320,34 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
         : `the app's item is now ${JSON.stringify(Item)}`;
     },
   };
+  hooks.set(tableName, store);
+  return store;
+}
+
+/** The stores of each client, by table: its middleware runs a store's `beforeNextRestart` before its restart form. */
+const restartStores = new WeakMap<DynamoDBClient, Map<string, SimulatedStore>>();
+
+function restartHooks(client: DynamoDBClient): Map<string, SimulatedStore> {
+  let stores = restartStores.get(client);
+  if (stores) return stores;
+  const byTable = (stores = new Map<string, SimulatedStore>());
+  restartStores.set(client, byTable);
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const { TableName, ExpressionAttributeValues } = args.input as {
+        TableName?: string;
+        ExpressionAttributeValues?: Record<string, unknown>;
+      };
+      const store = TableName === undefined ? undefined : byTable.get(TableName);
+      // The restart form is the only write that carries the token its claim read.
+      if (context.commandName === 'UpdateItemCommand' && ExpressionAttributeValues?.[':readToken'] && store) {
+        const interleaved = store.beforeNextRestart;
+        store.beforeNextRestart = undefined;
+        await interleaved?.();
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'simulationBeforeRestart' },
+  );
+  return stores;
 }

@@ -180,9 +180,17 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return putCompletedRecord(this.completedPuts, input);
   }
 
-  async fail({ key, partition, claimToken, ttlSeconds, forgetRun }: FailInput): Promise<TransitionResult> {
+  async fail({
+    key,
+    partition,
+    claimToken,
+    ttlSeconds,
+    forgetRun,
+    leaseEndedBefore,
+  }: FailInput): Promise<TransitionResult> {
     const failure = forgetRun ? FAILURE_FORGETTING_RUN : FAILURE;
-    return this.transition('fail', { key, partition }, claimToken, this.clock.nowSeconds() + ttlSeconds, failure);
+    const expiresAt = this.clock.nowSeconds() + ttlSeconds;
+    return this.transition('fail', { key, partition }, claimToken, expiresAt, failure, leaseEndedBefore);
   }
 
   async renew({ key, partition, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
@@ -262,8 +270,9 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     claimToken: string,
     expiresAt: number,
     transition: Transition,
+    leaseEndedBefore?: number,
   ): Promise<TransitionResult> {
-    const update = guarded(this.layout, claimToken, expiresAt, transition);
+    const update = guarded(this.layout, claimToken, expiresAt, transition, leaseEndedBefore);
     try {
       await this.calls.send(
         operation,

@@ -7,6 +7,7 @@ import {
   TableDescription,
 } from '@aws-sdk/client-dynamodb';
 import { InFlightCost } from '../repository/idempotency.repository';
+import { dynamoErrorCode } from './dynamodb-errors';
 import { TableLayout } from './table-layout';
 
 /**
@@ -90,13 +91,21 @@ function provisionedCapacityOf(
   return WriteCapacityUnits > 0 ? { ReadCapacityUnits, WriteCapacityUnits } : undefined;
 }
 
-/** What reading a table's keys in flight reads (`DescribeTable`): its index of them when ACTIVE, else a scan of its items. */
+/**
+ * What reading a table's keys in flight reads (`DescribeTable`): its index of them when ACTIVE, else a scan of its items
+ * (also when the table cannot be described: the error's code is kept, for the reconciler to say).
+ */
 export async function inFlightCostOf(
   client: DynamoDBClient,
   tableName: string,
   layout: TableLayout,
 ): Promise<InFlightCost> {
-  const { Table: table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+  let table: TableDescription | undefined;
+  try {
+    ({ Table: table } = await client.send(new DescribeTableCommand({ TableName: tableName })));
+  } catch (error) {
+    return { indexed: false, undescribed: dynamoErrorCode(error) };
+  }
   const size = { itemCount: table?.ItemCount, sizeBytes: table?.TableSizeBytes };
   if (inFlightIndexState(layout, table) === 'ACTIVE') return { indexed: true, index: layout.inFlightIndex, ...size };
   if (!layout.inFlightIndex) return { indexed: false, ...size };

@@ -117,23 +117,38 @@ export function renewal(nowSeconds: number): Transition {
 }
 
 /**
- * A transition guarded by the claim, in the DocumentClient's form (plain values: a transaction action as it is); the
- * record comes back when the guard fails.
+ * The reconciler's release of a stuck lease: the claim's, and only if its lease ended before the sweep's cutoff. It
+ * read the lease from an eventually consistent index or scan: a lease renewed since is its owner's.
  */
-export function guarded(layout: TableLayout, claimToken: string, expiresAt: number, transition: Transition) {
-  return {
+export const STUCK_LEASE = `${OWNED_BY_CLAIM} AND #expires < :leaseEndedBefore`;
+
+/**
+ * A transition guarded by the claim (and with `leaseEndedBefore`, by its lease having ended: `STUCK_LEASE`), in the
+ * DocumentClient's form (plain values: a transaction action as it is); the record comes back when the guard fails.
+ */
+export function guarded(
+  layout: TableLayout,
+  claimToken: string,
+  expiresAt: number,
+  transition: Transition,
+  leaseEndedBefore?: number,
+) {
+  const condition = leaseEndedBefore === undefined ? OWNED_BY_CLAIM : STUCK_LEASE;
+  const update = {
     UpdateExpression: transition.UpdateExpression,
-    ConditionExpression: OWNED_BY_CLAIM,
-    ExpressionAttributeNames: names(layout, transition.UpdateExpression, OWNED_BY_CLAIM),
+    ConditionExpression: condition,
+    ExpressionAttributeNames: names(layout, transition.UpdateExpression, condition),
     // The transition's values last: fields added to an object made by a spread are V8's slow path (about 2 µs).
     ExpressionAttributeValues: {
       ':expiresAt': expiresAt,
       ':pending': 'PENDING',
       ':token': claimToken,
       ...transition.ExpressionAttributeValues,
-    },
+    } as Record<string, unknown>,
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
   };
+  if (leaseEndedBefore !== undefined) update.ExpressionAttributeValues[':leaseEndedBefore'] = leaseEndedBefore; // rare
+  return update;
 }
 
 /** The guarded transition as one UpdateItem. */

@@ -26,7 +26,7 @@ export interface SweepResult {
   scanned: number;
   /** PENDING items whose lease had passed (`dedup_stuck_pending_total`). */
   stuckPending: number;
-  /** Of those, how many this sweep marked FAILED (the rest were taken over or finished meanwhile, or failed). */
+  /** Of those, how many this sweep marked FAILED (the rest were taken over, renewed or finished meanwhile, or failed). */
   released: number;
   /** Of those, how many it could not mark: the store call failed (logged with its `dynamo_error_code`). */
   unreleased: number;
@@ -96,12 +96,13 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
     // A lease is stuck once no process could still be renewing it, whatever their clocks say (the module's lease).
     const skew = clockSkewFor(this.options.pendingTtlSeconds, this.options.clockSkewSeconds);
     const now = this.clock.nowSeconds();
+    const stuckBefore = now - skew; // a lease that ended before this is stuck
     if (cost.indexed) {
       // The keys in flight from their index (what the sweep releases), and the TTL canary from a sample.
       await this.countTtlStale(result, { pageSize, pace, skew, expiresItself, cost, ttlCount, now });
-      for await (const page of this.repository.inFlight({ pageSize, leaseEndedBefore: now - skew })) {
+      for await (const page of this.repository.inFlight({ pageSize, leaseEndedBefore: stuckBefore })) {
         result.scanned += page.length;
-        for (const record of page) await this.releaseStuck(record, result);
+        for (const record of page) await this.releaseStuck(record, result, stuckBefore);
         await pace();
       }
     } else {
@@ -111,7 +112,9 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
         result.ttlSampled += page.length;
         for (const record of page) {
           if (!(await this.expired(record, result, { now, skew, expiresItself }))) continue;
-          if (record.status === 'PENDING' && record.expiresAt < now - skew) await this.releaseStuck(record, result);
+          if (record.status === 'PENDING' && record.expiresAt < stuckBefore) {
+            await this.releaseStuck(record, result, stuckBefore);
+          }
         }
         await pace();
       }
@@ -139,7 +142,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   }
 
   /** A stuck lease: logged, and marked FAILED on its own claim token (a claim since is never overridden). */
-  private async releaseStuck(record: IdempotencyRecord, result: SweepResult): Promise<void> {
+  private async releaseStuck(record: IdempotencyRecord, result: SweepResult, leaseEndedBefore: number): Promise<void> {
     result.stuckPending += 1;
     this.logger.warn({
       msg: 'stuck PENDING item: lease passed without completion',
@@ -147,7 +150,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
       pending_since: record.pendingSince,
       expires_at: record.expiresAt,
     });
-    const released = await this.release(record);
+    const released = await this.release(record, leaseEndedBefore);
     if (released === 'released') result.released += 1;
     if (released === 'error') result.unreleased += 1;
   }
@@ -208,7 +211,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
       return;
     }
     const statement = scanCostInWords(cost, pageSize * maxPagesPerSecond, this.options.reconcileIntervalSeconds);
-    const log = statement.late ? this.logger.warn.bind(this.logger) : this.logger.log.bind(this.logger);
+    const log = statement.warn ? this.logger.warn.bind(this.logger) : this.logger.log.bind(this.logger);
     log({ msg: statement.text, table, ...(cost.addIndex ? { add_index: cost.addIndex } : {}) });
   }
 
@@ -243,7 +246,10 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
   }
 
   /** Marks a stuck record FAILED, on its own claim token; a store fault is logged and counted, not thrown. */
-  private async release(record: IdempotencyRecord): Promise<'released' | 'moved-on' | 'error'> {
+  private async release(
+    record: IdempotencyRecord,
+    leaseEndedBefore: number,
+  ): Promise<'released' | 'moved-on' | 'error'> {
     try {
       const { key, partition, claimToken } = record;
       const released = await this.repository.fail({
@@ -251,6 +257,7 @@ export class IdempotencyReconciler implements OnApplicationBootstrap, OnApplicat
         partition,
         claimToken,
         ttlSeconds: this.options.failedTtlSeconds,
+        leaseEndedBefore, // it was read from an eventually consistent index or scan: a lease renewed since is kept
       });
       return released.ok ? 'released' : 'moved-on';
     } catch (error) {

@@ -2,15 +2,16 @@ import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InFlightCost } from '../repository/idempotency.repository';
 
-/** What a sweep reads, in a sentence, and whether it is late (it cannot finish within the interval). */
+/** What a sweep reads, in a sentence, and whether it is said as a warning. */
 export interface ScanCostStatement {
   text: string;
-  late: boolean;
+  /** It cannot finish within its interval, or the table could not be described. */
+  warn: boolean;
 }
 
 /**
  * What a sweep of a table without the index of keys in flight reads: every item (DynamoDB bills a Scan by the size of
- * the items it reads, half a read unit per 4 KB), and how long it takes at `itemsPerSecond`; late when that is longer
+ * the items it reads, half a read unit per 4 KB), and how long it takes at `itemsPerSecond`; a warning when that is longer
  * than `intervalSeconds`.
  */
 export function scanCostInWords(
@@ -19,10 +20,18 @@ export function scanCostInWords(
   intervalSeconds?: number,
 ): ScanCostStatement {
   const { itemCount, sizeBytes } = cost;
+  if (cost.undescribed) {
+    return {
+      text:
+        `the table could not be described (${cost.undescribed}): a sweep cannot tell whether it has the index of keys ` +
+        'in flight, and reads every item. Grant dynamodb:DescribeTable (docs/operating.md#iam).',
+      warn: true,
+    };
+  }
   const fix = cost.addIndex ? ' Add the index (add_index; docs/scaling.md).' : '';
   // DynamoDB counts a table's items about every 6 hours: 0 is "not counted yet" as often as an empty table.
   if (!itemCount) {
-    return { text: `no index of keys in flight: a sweep reads every item of the table.${fix}`, late: false };
+    return { text: `no index of keys in flight: a sweep reads every item of the table.${fix}`, warn: false };
   }
   const seconds = Math.ceil(itemCount / itemsPerSecond);
   const readUnits = Math.ceil((sizeBytes ?? 0) / 4096 / 2);
@@ -35,7 +44,7 @@ export function scanCostInWords(
     text:
       `no index of keys in flight: a sweep reads all ${itemCount} items of the table (${megabytes} MB, about ` +
       `${readUnits} read units) in about ${seconds} s at ${itemsPerSecond} items a second${lateness}.${fix}`,
-    late,
+    warn: late,
   };
 }
 

@@ -1,5 +1,6 @@
 import type { CommitWrite } from './commit-write';
 import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
+import type { InFlightCost, InFlightInput, ScanInput } from './record-reads';
 
 /**
  * Where a record is: its key, and in a table with a sort key the partition it is in (the call's scope). Every input
@@ -64,6 +65,11 @@ export interface FailInput extends RecordLocation {
    * a step's `attempt` counts only runs that may have started it.
    */
   forgetRun?: boolean;
+  /**
+   * Only if the lease ended before this (epoch seconds): the reconciler's release of a stuck lease, read from an
+   * eventually consistent index or scan. A lease renewed since is its owner's (`lease_running`), never released.
+   */
+  leaseEndedBefore?: number;
 }
 
 export interface RenewInput extends RecordLocation {
@@ -74,39 +80,7 @@ export interface RenewInput extends RecordLocation {
 
 export type GetInput = RecordLocation;
 
-export interface ScanInput {
-  /** Records per page (one DynamoDB Scan request). */
-  pageSize: number;
-  /** Only the records of this partition (a sort-key layout: one DynamoDB Query instead of a Scan). */
-  partition?: string;
-  /** Only one segment of a parallel scan (`index` of `total`): a sample of the table (the reconciler's TTL canary). */
-  segment?: { index: number; total: number };
-  /** At most this many pages (a sample's size); all by default. */
-  maxPages?: number;
-}
-
-/** Reading the keys in flight (the PENDING records): a sweep's and a PENDING listing's. */
-export interface InFlightInput {
-  /** Records per page. */
-  pageSize: number;
-  /** Only leases that ended before this (epoch seconds): a sweep asks for those past their end and the skew margin. */
-  leaseEndedBefore?: number;
-}
-
-/**
- * What reading the keys in flight reads in this store: its index of keys in flight (`indexed`: the records in flight and
- * nothing else), or every record (a scan); the table's item count and size when the store knows them, and how to add
- * the index when it has none.
- */
-export interface InFlightCost {
-  indexed: boolean;
-  /** The index read, when `indexed`. */
-  index?: string;
-  itemCount?: number;
-  sizeBytes?: number;
-  /** The command that adds the index, when there is none. */
-  addIndex?: string;
-}
+export type { InFlightCost, InFlightInput, ScanInput } from './record-reads';
 
 /** Removing a record, only in the state it was read in (an operator's release or purge). */
 export interface RemoveInput extends RecordLocation {
@@ -123,11 +97,15 @@ export type RemoveResult = { removed: true } | { removed: false; current?: Idemp
  * The outcome of a guarded transition (complete, fail or renew). `expiresAt` is the `expires_at` that was written.
  * `already_completed` / `already_failed`: this same claim had already completed or failed the record (for example
  * an SDK retry of a write that landed): benign. `lease_lost`: another claim owns the record now, or it is gone; it
- * was not touched.
+ * was not touched. `lease_running`: a fail with `leaseEndedBefore` met the claim's lease not ended (renewed since).
  */
 export type TransitionResult =
   | { ok: true; expiresAt: number }
-  | { ok: false; reason: 'already_completed' | 'already_failed' | 'lease_lost'; current?: IdempotencyRecord };
+  | {
+      ok: false;
+      reason: 'already_completed' | 'already_failed' | 'lease_lost' | 'lease_running';
+      current?: IdempotencyRecord;
+    };
 
 /** A step recorded, or refused like a transition (`lease_lost`: another claim owns the record now). */
 export type RecordStepResult = { ok: true } | (TransitionResult & { ok: false });
@@ -169,6 +147,7 @@ export function refusal(claimToken: string, current: IdempotencyRecord | undefin
   const ours = current?.claimToken === claimToken;
   if (ours && current?.status === 'COMPLETED') return { ok: false, reason: 'already_completed', current };
   if (ours && current?.status === 'FAILED') return { ok: false, reason: 'already_failed', current };
+  if (ours && current?.status === 'PENDING') return { ok: false, reason: 'lease_running', current };
   return { ok: false, reason: 'lease_lost', current };
 }
 

@@ -167,8 +167,12 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return true;
   }
 
-  async fail({ key, claimToken, ttlSeconds, forgetRun }: FailInput): Promise<TransitionResult> {
+  async fail({ key, claimToken, ttlSeconds, forgetRun, leaseEndedBefore }: FailInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
+    const running = this.records.get(key);
+    if (leaseEndedBefore !== undefined && running && !(running.expiresAt < leaseEndedBefore)) {
+      return refusal(claimToken, readRecord(running));
+    }
     const result = this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now);
     const record = this.records.get(key);
     if (result.ok && forgetRun && record?.runs !== undefined) record.runs--;

@@ -85,6 +85,24 @@ export function leaseCases(c: ContractContext): void {
     }
   });
 
+  it('releases a stuck lease (leaseEndedBefore) only if it ended: one renewed since the sweep read it is kept', async () => {
+    const at = newKey();
+    const owner = await claimed(at, 10);
+    c.clock.advanceSeconds(13);
+    const cutoff = c.clock.nowSeconds() - 2; // the sweep's read: the lease ended 3 s ago, past a 2 s margin
+    await c.repository.renew({ ...at, claimToken: owner, leaseSeconds: 10 }); // then the owner's heartbeat landed
+    const stale = await c.repository.fail({ ...at, claimToken: owner, ttlSeconds: 60, leaseEndedBefore: cutoff });
+    ok(!stale.ok && stale.reason === 'lease_running', `a renewed lease must be kept, got ${JSON.stringify(stale)}`);
+    strictEqual((await c.repository.get(at))?.status, 'PENDING');
+    c.clock.advanceSeconds(13);
+    const ended = c.clock.nowSeconds() - 2;
+    strictEqual(
+      (await c.repository.fail({ ...at, claimToken: owner, ttlSeconds: 60, leaseEndedBefore: ended })).ok,
+      true,
+    );
+    strictEqual((await c.repository.get(at))?.status, 'FAILED');
+  });
+
   it('scans every record once, a page of at most pageSize at a time, without the stored responses', async () => {
     const keys = [newKey(), newKey(), newKey(), newKey(), newKey()];
     for (const at of keys)
