@@ -122,18 +122,35 @@ export class Takeover extends Step {
   ) {
     super();
   }
-  act(fleet: Fleet) {
-    const run = [...fleet.executions].reverse().find(({ key, state }) => key === this.key && state === 'running');
+  async act(fleet: Fleet) {
+    const running = () =>
+      [...fleet.executions].reverse().find(({ key, state }) => key === this.key && state === 'running');
+    // A race needs a run: one starts on a long-lived process when none of the key is running.
+    if (!running() && this.between) {
+      fleet.send(this.instance === 0 ? 1 : 0, this.key, 0, false);
+      await settle(fleet);
+    }
+    const run = running();
     if (!run) return;
     const targetMs = run.leaseEndMs + this.edgeMs;
     if (targetMs > fleet.time.ms) fleet.advance((targetMs - fleet.time.ms) / 1000);
     const claimer = run.instance.index === this.instance ? (this.instance + 1) % 3 : this.instance;
     if (this.between) {
+      // The owner's writes are sent within a few turns, and land while the claim waits (the one call left in flight).
+      const landed = async () => {
+        for (let quiet = 0, tries = 0; quiet < 5 && tries < 1000; tries++) {
+          await turn();
+          quiet = fleet.store.pending.calls > 1 ? 0 : quiet + 1;
+        }
+      };
       fleet.store.beforeNextRestart = async () => {
-        if (this.between === 'heartbeats') run.instance.heartbeat();
-        else run.finish('ok');
-        // Its write lands while the claim waits (the claim itself is the one call left in flight).
-        for (let tries = 0; fleet.store.pending.calls > 1 && tries < 1000; tries++) await turn();
+        run.instance.heartbeat(); // its lease renewed: the owner holds it again
+        await landed();
+        if (this.between === 'finish') {
+          run.finish('ok');
+          await landed();
+        }
+        await fleet.check(); // what the record became (a completion the fleet must know of) before the restart lands
       };
     }
     fleet.send(claimer, this.key, this.variant, false);
@@ -472,6 +489,7 @@ export const fencingSteps = [
   advanceToLeaseEnd,
   takeover,
   takeover,
+  restartRace,
   restartRace,
   interleavedRemove,
   sweep,

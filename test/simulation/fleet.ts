@@ -42,7 +42,9 @@ export interface Execution {
   instance: Instance;
   /** When the run started: its place in the order of events, and the end of its lease (true time, ms). */
   seq: number;
+  /** Moved on by each renewal of its claim that lands. */
   leaseEndMs: number;
+  claimToken: string;
   state: 'running' | 'succeeded' | 'failed';
   finish(outcome: 'ok' | 'fail'): void;
 }
@@ -166,6 +168,14 @@ export class Fleet {
     this.instances = layout.cached.map((cached, index) => new Instance(index, index === 2, cached, this));
     // Clocks that start apart (within the skew), so that an owner behind and a claimer ahead meet often.
     layout.offsets?.forEach((seconds, index) => (this.instances[index].clock.offsetMs = seconds * 1000));
+    // A renewal that lands moves its run's lease on: the run holds the key until then (invariant 1).
+    store.oracle.onLanded = (write) => {
+      if (write.kind !== 'renew') return;
+      for (const run of this.executions) {
+        if (run.claimToken !== write.token) continue;
+        run.leaseEndMs = (write.nowSeconds + write.leaseSeconds) * 1000 - run.instance.clock.offsetMs;
+      }
+    };
   }
 
   /** Sends a request for `key` (`variant` is its body: 0 and 1 differ) through the instance. */
@@ -222,6 +232,7 @@ export class Fleet {
         record && record.claimToken === claimToken
           ? record.expiresAt * 1000 - instance.clock.offsetMs
           : startedMs + LEASE_SECONDS * 1000,
+      claimToken,
       state: 'running',
       finish: () => undefined,
     };

@@ -40,6 +40,8 @@ export class WriteOracle {
   private readonly known = new Map<string, Known | undefined>();
   private order = 0;
   readonly violations: string[] = [];
+  /** Told of every write that lands (the fleet follows renewals). */
+  onLanded?: (write: LandedWrite) => void;
 
   /** A call is being sent: its place in the order of events. */
   sent(): number {
@@ -69,6 +71,7 @@ export class WriteOracle {
     if (fault)
       this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);
     this.known.set(write.key, this.after(write, before));
+    this.onLanded?.(write);
   }
 
   private fault(write: LandedWrite, before: Known | undefined): string | undefined {
