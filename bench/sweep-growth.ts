@@ -209,15 +209,15 @@ ${table}
 
 - **With the index** a sweep reads the keys in flight (here the 100 stuck ones: a Query of each of the index's 16
   shards, for leases past their end) and the TTL canary's sample (4 segments of a parallel scan, a page each): the same
-  few hundred items at every size, in about the same time. The canary is an estimate from that sample
+  few hundred items and about 55 read units at every size, in a few seconds. The canary is an estimate from that sample
   (\`ttlEstimated\`); \`reconcile --ttl-count full\` counts every item on demand.
 - **Without it** a sweep reads every item, so what it reads, its read units and its time grow with the finished
-  records: linearly. At the default pace, the largest table's sweep takes the time in the last column, and the
+  records: linearly. At the default pace, the largest table's sweep takes the time in the column "at the default pace", and the
   reconciler says so at its first sweep (\`DescribeTable\`'s count and size), here with \`reconcileIntervalSeconds\` 60:
 
   > ${atDefault}
 
-  At this run's unpaced rate it said: "${saidText ?? 'nothing'}".
+  At this run's unpaced rate it said: “${saidText ?? 'nothing'}”
 `;
   return text;
 }
