@@ -40,6 +40,8 @@ export class WriteOracle {
   private readonly known = new Map<string, Known | undefined>();
   private order = 0;
   readonly violations: string[] = [];
+  /** Per record: the expiry the write that finished it asked for (a completion, a failure, optimistic mode's put). */
+  private readonly retention = new Map<string, { token: string; status: IdempotencyStatus; expiresAt: number }>();
   /** Told of every write that lands (the fleet follows renewals). */
   onLanded?: (write: LandedWrite) => void;
 
@@ -50,6 +52,17 @@ export class WriteOracle {
 
   /** The record as the store has it now (nothing in flight). */
   sync(key: string, record: IdempotencyRecord | undefined): void {
+    // A finished record lasts as long as the write that finished it asked (its time plus the retention); no later write
+    // can land on it but a claim (another token) or a removal.
+    const asked = this.retention.get(key);
+    if (record && asked?.token === record.claimToken && asked.status === record.status) {
+      if (record.expiresAt !== asked.expiresAt) {
+        this.violations.push(
+          `${asked.status} ${asked.token} expires at ${record.expiresAt}, where the write that finished it asked for ${asked.expiresAt}`,
+        );
+      }
+    }
+    this.retention.delete(key);
     this.known.set(
       key,
       record && {
@@ -71,6 +84,10 @@ export class WriteOracle {
     if (fault)
       this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);
     this.known.set(write.key, this.after(write, before));
+    if (write.kind === 'complete' || write.kind === 'fail' || write.kind === 'put-completed') {
+      const status = write.kind === 'fail' ? 'FAILED' : 'COMPLETED';
+      this.retention.set(write.key, { token: write.token, status, expiresAt: write.nowSeconds + write.ttlSeconds });
+    }
     this.onLanded?.(write);
   }
 
