@@ -25,10 +25,13 @@ export interface InFlightInput {
  * the index when it has none.
  */
 export interface InFlightCost {
+  /** Whether the keys in flight are read from an index (a cost of the keys in flight) or a scan (of the table). */
   indexed: boolean;
   /** The index read, when `indexed`. */
   index?: string;
+  /** The table's item count as DynamoDB describes it (updated about every six hours), when it was described. */
   itemCount?: number;
+  /** The table's size in bytes as DynamoDB describes it, when it was described. */
   sizeBytes?: number;
   /** The command that adds the index, when there is none. */
   addIndex?: string;
