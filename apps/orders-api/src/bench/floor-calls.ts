@@ -14,6 +14,12 @@ const COMPLETE_UPDATE =
   'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now REMOVE #inflight';
 const OWNED = '#status = :pending AND #token = :token';
 
+/** The record's shard of the index of keys in flight, as the module picks it: a hash's last hex digit, or a sum. */
+function shardOf(pk: string): number {
+  const digit = parseInt(pk.slice(-1), 16);
+  return Number.isNaN(digit) ? [...pk].reduce((sum, char) => sum + char.charCodeAt(0), 0) % 16 : digit;
+}
+
 export const floorRequests = {
   /** The claim: an `UpdateItem` that wins a new key (or resumes the same request) and returns the old item. */
   claim(tableName: string, pk: string, claimToken: string, now: number, holder: string): UpdateItemCommandInput {
@@ -48,7 +54,7 @@ export const floorRequests = {
         ':noSteps': { M: {} },
         ':one': { N: '1' },
         ':holder': { S: holder },
-        ':shard': { S: `in-flight#${(parseInt(pk.slice(-1), 16) || 0).toString(16)}` },
+        ':shard': { S: `in-flight#${shardOf(pk).toString(16)}` },
       },
       ReturnValues: 'ALL_OLD',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
