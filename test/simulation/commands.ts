@@ -105,6 +105,34 @@ export class Advance extends Step {
 }
 
 /**
+ * Two runs of the optimistic key at once, from two instances (the same request, or another with the key): the later
+ * one finishes first, then the earlier one, so the second put meets the record the first wrote (an unexpired
+ * completed record, whatever it asks for).
+ */
+export class OptimisticPair extends Step {
+  constructor(
+    readonly first: number,
+    readonly second: number,
+    readonly variant: number,
+    readonly then: 'ok' | 'fail',
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const key = 2; // the optimistic key (modeOf)
+    fleet.send(this.first, key, 0, false);
+    fleet.send(this.second, key, this.variant, false);
+    await settle(fleet);
+    new FinishRunOf(key, 'ok').act(fleet);
+    await settle(fleet);
+    new FinishRunOf(key, this.then).act(fleet);
+  }
+  toString() {
+    return `optimistic-pair(instances ${this.first} and ${this.second}, body ${this.variant}, then ${this.then})`;
+  }
+}
+
+/**
  * A takeover at a lease's edge (the generators' bias toward the moments fencing and skew checks exist for): true time
  * moves to `edgeMs` around the end of the lease of the key's latest running run, and another instance sends the same
  * request (`variant` 0), or another request with the key (1: the claim's restart form, on the DynamoDB store). With
@@ -437,6 +465,10 @@ const restartRace = fc
   )
   .map(([k, i, edgeMs, between]) => new Takeover(k, i, edgeMs, 1, between));
 const heartbeat = instance.map((i) => new Heartbeat(i));
+const optimisticPair = fc
+  .tuple(instance, instance, fc.constantFrom(0, 1), fc.constantFrom<'ok' | 'fail'>('ok', 'fail'))
+  .filter(([first, second]) => first !== second)
+  .map(([first, second, variant, then]) => new OptimisticPair(first, second, variant, then));
 const lateOwner = fc
   .tuple(
     fc.constantFrom(0, 1),
@@ -480,8 +512,9 @@ export const steps = [
 
 /**
  * The steps of the dynalite property: the same kinds, weighted toward what reaches a fenced write (late owners,
- * takeovers at a lease's edge, heartbeats, sweeps, operators between a read and a write), so that each condition
- * expression of the DynamoDB repository meets a write it must refuse within a few dozen sequences.
+ * takeovers at a lease's edge, heartbeats, sweeps, operators between a read and a write, two optimistic runs of one
+ * key), so that each condition expression of the DynamoDB repository meets a write it must refuse within a few dozen
+ * sequences.
  */
 export const fencingSteps = [
   send,
@@ -497,6 +530,7 @@ export const fencingSteps = [
   lateOwner,
   lateOwner,
   lateOwner,
+  optimisticPair,
 ];
 
 /**
