@@ -93,10 +93,23 @@ describe.each(ENGINES)('the Lambda handler on %s', (engine) => {
   });
 
   it('two containers: the second gets 409 while the first runs, then the replay; one order', async () => {
-    const [one, two] = [container(), container()];
+    // The overlap made certain: the first runs 3 s, the second is warm (its cold start done by a request without a
+    // key), and it is sent once the first's claim is in the table.
+    const slow = () => {
+      const handler = lambdaHandler(configFromEnv({ ...env, ORDER_PROCESSING_DELAY_MS: '3000' }));
+      containers.push(handler);
+      return handler;
+    };
+    const [one, two] = [slow(), slow()];
+    expect((await invoke(two, orderEvent('api-gateway-v2', undefined, order))).statusCode).toBe(400);
     const key = `lambda-${engine}-scale-out`;
     const running = invoke(one, orderEvent('api-gateway-v2', key, order));
-    await new Promise((resolve) => setTimeout(resolve, 150)); // the first has claimed and runs (300 ms)
+    for (let claimed = false; !claimed; await new Promise((resolve) => setTimeout(resolve, 20))) {
+      const { Items = [] } = await client.send(
+        new ScanCommand({ TableName: env.IDEMPOTENCY_TABLE, ConsistentRead: true }),
+      );
+      claimed = Items.some((item) => item.status?.S === 'PENDING'); // this table's other tests leave none
+    }
     const conflict = await invoke(two, orderEvent('api-gateway-v2', key, order));
     expect(conflict.statusCode).toBe(409);
     expect(header(conflict, 'retry-after')).toBe('1');
