@@ -285,7 +285,7 @@ export class Remove extends Step {
     let changed: string | undefined;
     const { between, key } = this;
     if (between) {
-      instance.repository.beforeNextRemove = async (read) => {
+      instance.operatorRepository.beforeNextRemove = async (read) => {
         await between.act(fleet);
         await settle(fleet);
         await fleet.check(); // the answers given meanwhile, against the record as it was before the removal
@@ -300,7 +300,7 @@ export class Remove extends Step {
       this.how === 'purge'
         ? await instance.admin.purge(selector)
         : await instance.admin.release(selector, { force: this.how === 'release --force' });
-    instance.repository.beforeNextRemove = undefined;
+    instance.operatorRepository.beforeNextRemove = undefined;
     if (result.done && changed)
       fleet.violate('admin-conditional', `${this.how} of key ${key} removed a record: ${changed}`);
     else if (result.done) fleet.removed(key, instance);
