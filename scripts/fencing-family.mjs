@@ -144,13 +144,13 @@ export function fencingFamily() {
       [CLAIM_REQUESTS, `  '${RESUMABLE}';`, `  '${condition}';`],
     ]),
   );
-  // DynamoDB: the claim's restart form (CLAIMABLE and the token read) and optimistic mode's put (CLAIMABLE).
-  const restartable = `(${CLAIMABLE}) AND #token = :readToken`;
+  // DynamoDB: the claim's restart form (CLAIMABLE, the token and status read) and optimistic mode's put (CLAIMABLE).
+  const restartable = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;
   conditionConjuncts(restartable).forEach(({ conjunct, condition }, i) =>
     add(`ddb-restart-${i + 1}`, `DynamoDB: a restarting claim without \`${conjunct}\``, 'dynalite', [
       [
         CLAIM_REQUESTS,
-        'const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;',
+        'const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;',
         `const RESTARTABLE = '${condition}';`,
       ],
     ]),

@@ -136,9 +136,9 @@ export class OptimisticPair extends Step {
  * A takeover at a lease's edge (the generators' bias toward the moments fencing and skew checks exist for): true time
  * moves to `edgeMs` around the end of the lease of the key's latest running run, and another instance sends the same
  * request (`variant` 0), or another request with the key (1: the claim's restart form, on the DynamoDB store). With
- * `between`, the running owner's heartbeats tick, or its run finishes, between the claim's read of the record and the
- * restart form it sends on the token it read. Nothing happens when no run of the key is running, or that moment has
- * passed.
+ * `between`, the running owner's heartbeats tick, or its run finishes or fails, between the claim's read of the record
+ * and the restart form it sends on the token and status it read. Nothing happens when no run of the key is running, or
+ * that moment has passed.
  */
 export class Takeover extends Step {
   constructor(
@@ -146,7 +146,7 @@ export class Takeover extends Step {
     readonly instance: number,
     readonly edgeMs: number,
     readonly variant = 0,
-    readonly between?: 'heartbeats' | 'finish',
+    readonly between?: 'heartbeats' | 'finish' | 'fail',
   ) {
     super();
   }
@@ -174,8 +174,8 @@ export class Takeover extends Step {
       fleet.store.beforeNextRestart = async () => {
         run.instance.heartbeat(); // its lease renewed: the owner holds it again
         await landed();
-        if (this.between === 'finish') {
-          run.finish('ok');
+        if (this.between !== 'heartbeats') {
+          run.finish(this.between === 'finish' ? 'ok' : 'fail');
           await landed();
         }
         await fleet.check(); // what the record became (a completion the fleet must know of) before the restart lands
@@ -185,7 +185,7 @@ export class Takeover extends Step {
   }
   toString() {
     const between = this.between
-      ? `, the owner's ${this.between === 'heartbeats' ? 'heartbeats' : 'run finishing'} before its restart form`
+      ? `, the owner's ${this.between === 'heartbeats' ? 'heartbeats' : `run ${this.between === 'finish' ? 'finishing' : 'failing'}`} before its restart form`
       : '';
     return `takeover(key ${this.key} by instance ${this.instance}, ${this.edgeMs} ms from the lease's end${this.variant ? ', another request' : ''}${between})`;
   }
@@ -455,13 +455,14 @@ const takeover = fc
   .tuple(fc.constantFrom(0, 1), instance, fc.constantFrom(-2500, -1500, -500, 500, 1500, 2500))
   .map(([k, i, edgeMs]) => new Takeover(k, i, edgeMs));
 const sweep = fc.tuple(instance, fc.boolean()).map(([i, heartbeats]) => new Sweep(i, heartbeats));
-// Another request takes a lease over past its end: its restart form races the owner's heartbeat or completion.
+// Another request takes a lease over past its end: its restart form races the owner's heartbeat, completion or
+// failure (which keeps its steps for its own request).
 const restartRace = fc
   .tuple(
     fc.constantFrom(0, 1),
     instance,
     fc.constantFrom(2500, 3500),
-    fc.constantFrom<'heartbeats' | 'finish'>('heartbeats', 'finish'),
+    fc.constantFrom<'heartbeats' | 'finish' | 'fail'>('heartbeats', 'finish', 'fail'),
   )
   .map(([k, i, edgeMs, between]) => new Takeover(k, i, edgeMs, 1, between));
 const heartbeat = instance.map((i) => new Heartbeat(i));

@@ -344,6 +344,7 @@ function restartHooks(client: DynamoDBClient): Map<string, SimulatedStore> {
         const interleaved = store.beforeNextRestart;
         store.beforeNextRestart = undefined;
         await interleaved?.();
+        store.oracle.resent((ExpressionAttributeValues[':token'] as { S: string }).S);
       }
       return next(args);
     },

@@ -42,12 +42,22 @@ export class WriteOracle {
   readonly violations: string[] = [];
   /** Per record: the expiry the write that finished it asked for (a completion, a failure, optimistic mode's put). */
   private readonly retention = new Map<string, { token: string; status: IdempotencyStatus; expiresAt: number }>();
+  /** Per claim token: when its restart form was sent. */
+  private readonly resentAt = new Map<string, number>();
   /** Told of every write that lands (the fleet follows renewals). */
   onLanded?: (write: LandedWrite) => void;
 
   /** A call is being sent: its place in the order of events. */
   sent(): number {
     return ++this.order;
+  }
+
+  /**
+   * A claim's second request is being sent (the restart form, after its resume form lost): its write is judged from
+   * here, against what the record became while the claim read it.
+   */
+  resent(token: string): void {
+    this.resentAt.set(token, this.sent());
   }
 
   /** The record as the store has it now (nothing in flight). */
@@ -79,7 +89,8 @@ export class WriteOracle {
   /** A write landed: judged against the record it met (when that is known), then applied. */
   landed(write: LandedWrite): void {
     const before = this.known.get(write.key);
-    const judged = !this.known.has(write.key) || before === undefined || before.at < write.sent;
+    const sent = write.kind === 'claim' ? Math.max(write.sent, this.resentAt.get(write.token) ?? 0) : write.sent;
+    const judged = !this.known.has(write.key) || before === undefined || before.at < sent;
     const fault = judged ? this.fault(write, before) : undefined;
     if (fault)
       this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);

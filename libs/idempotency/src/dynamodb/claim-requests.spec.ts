@@ -34,10 +34,13 @@ describe('claim requests', () => {
     expect(request.ReturnValuesOnConditionCheckFailure).toBe('ALL_OLD');
   });
 
-  it('restarts only the record read (its claim token), with no steps and the first run', () => {
-    const request = restartClaimRequest('t', plain, claim, 'old-token');
-    expect(request.ExpressionAttributeValues).toMatchObject({ ':readToken': { S: 'old-token' } });
-    expect(request.ConditionExpression).toMatch(/AND #token = :readToken$/);
+  it('restarts only the record read (its claim token and status), with no steps and the first run', () => {
+    const request = restartClaimRequest('t', plain, claim, { claimToken: 'old-token', status: 'PENDING' });
+    expect(request.ExpressionAttributeValues).toMatchObject({
+      ':readToken': { S: 'old-token' },
+      ':readStatus': { S: 'PENDING' },
+    });
+    expect(request.ConditionExpression).toMatch(/AND #token = :readToken AND #status = :readStatus$/);
     expect(request.UpdateExpression).toContain('#steps = :noSteps, #runs = :one');
     expect(request.UpdateExpression).toContain('REMOVE #response, #completed, #renewed');
     expect(request.ReturnValues).toBe('NONE');

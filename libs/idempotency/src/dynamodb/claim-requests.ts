@@ -1,4 +1,5 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
+import { IdempotencyRecord } from '../repository/idempotency.record';
 import { ClaimInput, RecordStepInput } from '../repository/idempotency.repository';
 import { attributeValues, names } from './item-mapping';
 import { stepKey } from '../response/step-value';
@@ -14,7 +15,9 @@ import { TableLayout } from './table-layout';
  * - resume (the claim every request sends first): wins a new key, or the same request's FAILED attempt or expired
  *   lease; keeps `steps` and counts the run in `runs`.
  * - restart (sent only after the resume form lost to a claimable record of another request, or to an expired
- *   completed one): wins only the record as it was read (its claim token), and drops its steps.
+ *   completed one): wins only the record as it was read (its claim token and status), and drops its steps. The status
+ *   matters where the token stays: a lease read past its end whose owner failed meanwhile, keeping its steps for its
+ *   own request's retry, is read again (and refused as a mismatch), not restarted over them.
  */
 
 /** The same request (fingerprint) left unfinished: a FAILED attempt, or a lease past its end by the skew margin. */
@@ -25,7 +28,7 @@ const CLAIM =
   'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard';
 const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one`;
 const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed, #renewed`;
-const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken`;
+const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;
 const RECORD_STEP = 'SET #steps.#step = :step';
 
 /** A claim as sent: the caller's input, the new claim token, and the time it is sent at (epoch seconds). */
@@ -46,14 +49,17 @@ export function resumeClaimRequest(
   return claimUpdate(tableName, layout, request, undefined);
 }
 
-/** Claim (1), restart form: the record read (`readToken`) is taken over from scratch, without its steps. */
+/** The record a restart form takes over, as its claim read it. */
+export type RecordRead = Pick<IdempotencyRecord, 'claimToken' | 'status'>;
+
+/** Claim (1), restart form: the record `read` is taken over from scratch, without its steps. */
 export function restartClaimRequest(
   tableName: string,
   layout: TableLayout,
   request: ClaimRequest,
-  readToken: string,
+  read: RecordRead,
 ): UpdateItemCommandInput {
-  return claimUpdate(tableName, layout, request, readToken);
+  return claimUpdate(tableName, layout, request, read);
 }
 
 /** Either form, built whole (it is sent for every new key: no member is added afterwards). */
@@ -61,12 +67,12 @@ function claimUpdate(
   tableName: string,
   layout: TableLayout,
   request: ClaimRequest,
-  readToken: string | undefined,
+  read: RecordRead | undefined,
 ): UpdateItemCommandInput {
   const { claimToken, nowSeconds } = request;
   const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '' } = request.claim;
-  const update = readToken === undefined ? RESUME : RESTART;
-  const condition = readToken === undefined ? RESUMABLE : RESTARTABLE;
+  const update = read === undefined ? RESUME : RESTART;
+  const condition = read === undefined ? RESUMABLE : RESTARTABLE;
   const values = attributeValues({
     ':pending': 'PENDING',
     ':failed': 'FAILED',
@@ -80,7 +86,11 @@ function claimUpdate(
     ':holder': holder,
     ':shard': layout.inFlightShard(key),
   });
-  if (readToken !== undefined) values[':readToken'] = { S: readToken }; // the rare path only
+  if (read !== undefined) {
+    // the rare path only
+    values[':readToken'] = { S: read.claimToken };
+    values[':readStatus'] = { S: read.status };
+  }
   return {
     TableName: tableName,
     Key: layout.itemKey(key, partition),
@@ -88,7 +98,7 @@ function claimUpdate(
     ConditionExpression: condition,
     ExpressionAttributeNames: names(layout, update, condition),
     ExpressionAttributeValues: values,
-    ReturnValues: readToken === undefined ? 'ALL_OLD' : 'NONE',
+    ReturnValues: read === undefined ? 'ALL_OLD' : 'NONE',
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

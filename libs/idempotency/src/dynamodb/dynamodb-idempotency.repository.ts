@@ -28,7 +28,7 @@ import {
   ScanInput,
   TransitionResult,
 } from '../repository/idempotency.repository';
-import { recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
+import { RecordRead, recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
 import { CompletionCommits, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
 import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
@@ -113,7 +113,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   /** The resume form first (its steps come back); the restart form only after that lost (`claim-requests.ts`). */
   async claim(claim: ClaimInput): Promise<ClaimResult> {
     const { key, partition, fingerprint, clockSkewSeconds = 0 } = claim;
-    let restarting: string | undefined;
+    let restarting: RecordRead | undefined;
     for (let attempt = 1; ; attempt++) {
       const claimToken = randomUUID();
       const now = this.clock.nowSeconds();
@@ -147,7 +147,7 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
         if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
         // Claimable: the same request unfinished is resumed; another request's record, or a finished one, restarted.
         const resumable = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
-        restarting = existing && !resumable ? existing.claimToken : undefined;
+        restarting = existing && !resumable ? existing : undefined;
       }
     }
   }
