@@ -428,7 +428,7 @@ const interleavedRemove = fc
     instance,
     key,
     fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
-    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'sweep'),
+    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep'),
     instance,
   )
   .map(([i, k, how, kind, other]) => {
@@ -439,7 +439,9 @@ const interleavedRemove = fc
           ? new Send(other, k, 0, false)
           : kind === 'lease-ends'
             ? new Advance(33)
-            : new Sweep(other);
+            : kind === 'takeover'
+              ? new Takeover(k, other, 2500) // the same status as read, another claim's token
+              : new Sweep(other);
     return new Remove(i, k, how, between);
   });
 
@@ -501,8 +503,8 @@ export const steps = [
       fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
     )
     .map(([i, k, how]) => new Remove(i, k, how)),
-  // The same, with a run finishing, a request, a lease's end or a sweep between the command's read and its write
-  // (twice as likely: an operator racing the module is where the removal's conditions matter).
+  // The same, with a run finishing, a request, a lease's end, a takeover or a sweep between the command's read and its
+  // write (twice as likely: an operator racing the module is where the removal's conditions matter).
   interleavedRemove,
   interleavedRemove,
   sweep,
