@@ -30,7 +30,7 @@ describe.each(ENGINES)('a restart form racing the owner’s failure (%s)', (engi
     const key = recordKey('POST /payments', undefined, 'restart-race');
     const claim = await owner.claim({ key, fingerprint: 'charge-100', leaseSeconds: 30, clockSkewSeconds: 2 });
     if (!claim.claimed) throw new Error('the first claim must win');
-    const step = { name: 'charge', result: response, attempt: 1, run: claim.run };
+    const step = { name: 'charge', result: response, attempt: 1, run: claim.run ?? 1 };
     expect(await owner.recordStep({ key, claimToken: claim.claimToken, step })).toEqual({ ok: true });
     clock.advanceSeconds(33); // the lease is past its end and the 2 s margin
 
