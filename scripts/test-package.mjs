@@ -115,8 +115,13 @@ function lintTarball(tarball) {
   console.log('publint and attw: ok');
 }
 
-/** The publish size budget: what a registry user downloads (packed) and installs (unpacked), in bytes. */
-const PUBLISH_BUDGET = { size: 250_000, unpackedSize: 900_000 };
+/**
+ * The publish size budget: what a registry user downloads (packed) and installs (unpacked), in bytes. Raised on
+ * 2026-12-07 from 250,000 and 900,000: the package measured 273,854 packed and 963,937 unpacked after issues 63 and 64
+ * (operation names and their startup checks, the index of keys in flight and its reads, the sweep's fence), about a
+ * tenth over; the new figures leave that much room again before a change must say why it needs more.
+ */
+const PUBLISH_BUDGET = { size: 300_000, unpackedSize: 1_050_000 };
 
 /**
  * `npm publish --dry-run` for the library, as the release workflow runs it (without `--provenance`, which only a CI
