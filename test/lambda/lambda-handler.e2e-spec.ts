@@ -17,8 +17,8 @@ describe.each(ENGINES)('the Lambda handler on %s', (engine) => {
   let client: DynamoDBClient;
   let env: Record<string, string>;
   const containers: ReturnType<typeof lambdaHandler>[] = [];
-  const container = () => {
-    const handler = lambdaHandler(configFromEnv(env));
+  const container = (overrides: Record<string, string> = {}) => {
+    const handler = lambdaHandler(configFromEnv({ ...env, ...overrides }));
     containers.push(handler);
     return handler;
   };
@@ -95,12 +95,8 @@ describe.each(ENGINES)('the Lambda handler on %s', (engine) => {
   it('two containers: the second gets 409 while the first runs, then the replay; one order', async () => {
     // The overlap made certain: the first runs 3 s, the second is warm (its cold start done by a request without a
     // key), and it is sent once the first's claim is in the table.
-    const slow = () => {
-      const handler = lambdaHandler(configFromEnv({ ...env, ORDER_PROCESSING_DELAY_MS: '3000' }));
-      containers.push(handler);
-      return handler;
-    };
-    const [one, two] = [slow(), slow()];
+    const slow = { ORDER_PROCESSING_DELAY_MS: '3000' };
+    const [one, two] = [container(slow), container(slow)];
     expect((await invoke(two, orderEvent('api-gateway-v2', undefined, order))).statusCode).toBe(400);
     const key = `lambda-${engine}-scale-out`;
     const running = invoke(one, orderEvent('api-gateway-v2', key, order));

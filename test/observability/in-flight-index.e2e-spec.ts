@@ -159,7 +159,8 @@ describe.each(ENGINES)('the index of keys in flight (%s)', (engine) => {
     'the command table:check prints adds the index: DynamoDB fills it with the keys in flight, and the next sweep reads them there',
     async () => {
       // A DynamoDB Local of its own: on the one the whole run shares, the new index stayed CREATING for over a minute
-      // in two CI runs, and here after 453 tests of other suites on it (reproduced); on one of its own it is ACTIVE in seconds.
+      // in two CI runs, and here after 453 tests of other suites on it (reproduced); on one of its own it is ACTIVE in
+      // seconds.
       const own = await startDynamoDbLocal();
       try {
         await addsTheIndex(own.endpoint);

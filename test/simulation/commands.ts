@@ -1,5 +1,15 @@
 import fc from 'fast-check';
-import { Fleet, KEYS, modeOf, recordKeyOf, scopeTextOf, selectorOf, SKEW_SECONDS, TTL_SECONDS } from './fleet';
+import {
+  Fleet,
+  KEYS,
+  modeOf,
+  OPTIMISTIC_KEY,
+  recordKeyOf,
+  scopeTextOf,
+  selectorOf,
+  SKEW_SECONDS,
+  TTL_SECONDS,
+} from './fleet';
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -119,7 +129,7 @@ export class OptimisticPair extends Step {
     super();
   }
   async act(fleet: Fleet) {
-    const key = 2; // the optimistic key (modeOf)
+    const key = OPTIMISTIC_KEY;
     fleet.send(this.first, key, 0, false);
     fleet.send(this.second, key, this.variant, false);
     await settle(fleet);
@@ -184,9 +194,8 @@ export class Takeover extends Step {
     fleet.send(claimer, this.key, this.variant, false);
   }
   toString() {
-    const between = this.between
-      ? `, the owner's ${this.between === 'heartbeats' ? 'heartbeats' : `run ${this.between === 'finish' ? 'finishing' : 'failing'}`} before its restart form`
-      : '';
+    const owner = { heartbeats: 'heartbeats', finish: 'run finishing', fail: 'run failing' };
+    const between = this.between ? `, the owner's ${owner[this.between]} before its restart form` : '';
     return `takeover(key ${this.key} by instance ${this.instance}, ${this.edgeMs} ms from the lease's end${this.variant ? ', another request' : ''}${between})`;
   }
 }

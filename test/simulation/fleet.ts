@@ -27,7 +27,8 @@ export const MAX_AGE_SECONDS = 10;
 export const INVOCATION_SECONDS = 20;
 /** The keys: 0 and 1 in lease mode, 2 optimistic. */
 export const KEYS = 3;
-export const modeOf = (key: number) => (key === 2 ? 'optimistic' : 'lease');
+export const OPTIMISTIC_KEY = 2;
+export const modeOf = (key: number) => (key === OPTIMISTIC_KEY ? 'optimistic' : 'lease');
 /** Key 1's caller has a numeric scope (a user id from an auto-increment key); an operator types it as text. */
 export const scopeOf = (key: number) => (key === 1 ? 42 : undefined);
 export const scopeTextOf = (key: number) => (key === 1 ? '42' : undefined);
