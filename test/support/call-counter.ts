@@ -18,6 +18,27 @@ export function countCalls(client: DynamoDBClient) {
   };
 }
 
+let timers = 0;
+
+/** When a client sends `operation` (every attempt, `performance.now()` in ms), until `stop()` returns the times. */
+export function sendTimes(client: DynamoDBClient, operation: string) {
+  const times: number[] = [];
+  const name = `sendTimes${++timers}`;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName === `${operation}Command`) times.push(performance.now());
+      return next(args);
+    },
+    { step: 'finalizeRequest', name },
+  );
+  return {
+    stop: () => {
+      client.middlewareStack.remove(name);
+      return times;
+    },
+  };
+}
+
 /**
  * Counts the items a client's reads returned, by operation (`Scan`, `Query`, `Query in_flight` for an index): what
  * DynamoDB read for them (a Scan or Query is billed by the items it reads).
