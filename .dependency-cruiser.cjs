@@ -50,6 +50,15 @@ module.exports = {
       },
     },
     {
+      name: 'conformance-stands-alone',
+      comment:
+        'The conformance kit (`npx nestjs-dynamodb-idempotency conformance`) checks any running API from outside and ' +
+        'runs where Nest and the AWS SDK are not installed: it imports its own files and Node.js, nothing else.',
+      severity: 'error',
+      from: { path: `${lib}conformance/` },
+      to: { pathNot: [`${lib}conformance/`], dependencyTypesNot: ['core'] },
+    },
+    {
       name: 'library-not-the-demo',
       comment: 'Nothing in the library imports the demo or the tests.',
       severity: 'error',
