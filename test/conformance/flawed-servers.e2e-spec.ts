@@ -1,4 +1,3 @@
-import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,8 +5,8 @@ import Ajv from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { XMLParser } from 'fast-xml-parser';
 import { runConformance } from '../../libs/idempotency/src/conformance/run';
-import type { Report } from '../../libs/idempotency/src/conformance/report';
 import { freePort } from '../support/free-port';
+import { conformance, failed, skipped, startServer } from './conformance-support';
 
 const SERVER = join(__dirname, 'flawed-server.mjs');
 const ROOT = join(__dirname, '..', '..');
@@ -15,47 +14,11 @@ let work: string;
 beforeAll(() => (work = mkdtempSync(join(tmpdir(), 'conformance-'))));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** The flawed server (test/conformance/flawed-server.mjs) on a free port, until `stop()`. */
-async function startServer(flaw: string, extra: string[] = []) {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [SERVER, '--port', String(port), '--flaw', flaw, ...extra], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once('data', () => resolve());
-    child.once('exit', (code) => reject(new Error(`the ${flaw} server exited (${code})`)));
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      child.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
-
 /** The kit's flags for the flawed server at `url`, every scenario able to run. */
 const target = (url: string) => [
   ...['--url', `${url}/charges`, '--body', '{"amount":100,"currency":"eur"}'],
   ...['--effects-url', `${url}/charges?key={key}`, '--fail-body', '{"amount":1,"fail":true}', '--other-method', 'PUT'],
 ];
-
-/** Runs the kit in this process: its exit code, what it printed, and its --json report. */
-async function conformance(args: string[]) {
-  const json = join(work, `report-${Math.random().toString(36).slice(2)}.json`);
-  const lines: string[] = [];
-  const errors: string[] = [];
-  const code = await runConformance([...args, '--json', json, '--quiet'], {
-    log: (line) => lines.push(line),
-    error: (line) => errors.push(line),
-  });
-  const report = code === 2 ? undefined : (JSON.parse(readFileSync(json, 'utf8')) as Report);
-  return { code, text: lines.join('\n'), errors: errors.join('\n'), report, json };
-}
-
-const failed = (report: Report) => report.results.filter((each) => each.status === 'fail').map((each) => each.check);
-const skipped = (report: Report) => report.results.filter((each) => each.status === 'skip').map((each) => each.check);
 
 describe('the conformance kit against servers wrong in one classic way each (module profile)', () => {
   it.concurrent.each([
@@ -68,9 +31,9 @@ describe('the conformance kit against servers wrong in one classic way each (mod
   ])(
     '%s: caught by the scenario that should catch it (%j), nothing else fails',
     async (flaw, expected) => {
-      const server = await startServer(flaw as string);
+      const server = await startServer(SERVER, ['--flaw', flaw as string]);
       try {
-        const { code, report, text } = await conformance(target(server.url));
+        const { code, report, text } = await conformance(work, target(server.url));
         expect(failed(report!)).toEqual(expected);
         expect(skipped(report!)).toEqual(['kill-window.once-or-none']);
         expect(code).toBe((expected as string[]).length > 0 ? 1 : 0);
@@ -92,7 +55,7 @@ describe('the conformance kit against servers wrong in one classic way each (mod
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
       const state = join(work, `${flaw}-state.json`);
-      const { code, report } = await conformance([
+      const { code, report } = await conformance(work, [
         ...target(url),
         ...['--start', `"${process.execPath}" "${SERVER}" --port ${port} --flaw ${flaw} --state "${state}"`],
         ...['--ready-url', `${url}/health`],
@@ -114,10 +77,10 @@ describe('the conformance kit against servers wrong in one classic way each (mod
 
 describe('the conformance kit: outputs, seeds and usage', () => {
   it('--json matches docs/conformance.schema.json and --junit is JUnit XML with the same counts', async () => {
-    const server = await startServer('replays-mismatch');
+    const server = await startServer(SERVER, ['--flaw', 'replays-mismatch']);
     const junit = join(work, 'junit.xml');
     try {
-      const { report, json } = await conformance([...target(server.url), '--junit', junit, '--repeat', '2']);
+      const { report, json } = await conformance(work, [...target(server.url), '--junit', junit, '--repeat', '2']);
       const ajv = new Ajv({ strict: true, allErrors: true });
       addFormats(ajv);
       const validate = ajv.compile(JSON.parse(readFileSync(join(ROOT, 'docs/conformance.schema.json'), 'utf8')));
@@ -144,9 +107,9 @@ describe('the conformance kit: outputs, seeds and usage', () => {
     const logs: string[] = [];
     for (const seed of ['7', '7', '8']) {
       const log = join(work, `requests-${logs.length}.log`);
-      const server = await startServer('none', ['--log', log]);
+      const server = await startServer(SERVER, ['--log', log]);
       try {
-        await conformance([...target(server.url), '--seed', seed, '--key-prefix', 'replayed']);
+        await conformance(work, [...target(server.url), '--seed', seed, '--key-prefix', 'replayed']);
       } finally {
         await server.stop();
       }
@@ -175,9 +138,9 @@ describe('the conformance kit: outputs, seeds and usage', () => {
   });
 
   it('an effects URL that does not answer a count: the target cannot be checked (exit 2), said plainly', async () => {
-    const server = await startServer('none');
+    const server = await startServer(SERVER);
     try {
-      const { code, errors } = await conformance([
+      const { code, errors } = await conformance(work, [
         ...['--url', `${server.url}/charges`, '--body', '{"amount":1}', '--effects-url', `${server.url}/health`],
       ]);
       expect(code).toBe(2);

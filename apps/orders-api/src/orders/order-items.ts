@@ -26,14 +26,15 @@ export class OrderItems {
     return Object.fromEntries(this.keys.map((name) => [name, value]));
   }
 
-  item(order: Order): Record<string, unknown> {
-    return this.shared ? { ...this.key(order.id), entity: 'order', ...order } : { ...order };
+  /** The order's item; `idempotencyKey`, the key it was placed under, is stored beside it (`GET /orders?key=`). */
+  item(order: Order, idempotencyKey?: string): Record<string, unknown> {
+    const key = idempotencyKey === undefined ? {} : { idempotencyKey };
+    return this.shared ? { ...this.key(order.id), entity: 'order', ...order, ...key } : { ...order, ...key };
   }
 
   order(item: Record<string, unknown>): Order {
-    if (!this.shared) return item as unknown as Order;
-    const { entity: _entity, ...fields } = item;
-    for (const name of this.keys) delete fields[name];
+    const { entity: _entity, idempotencyKey: _key, ...fields } = item;
+    if (this.shared) for (const name of this.keys) delete fields[name];
     return fields as unknown as Order;
   }
 
@@ -44,7 +45,21 @@ export class OrderItems {
   }
 
   /** A shared table holds more than orders: a listing reads the orders only (a Scan's filter: it still reads all). */
-  listFilter(): { FilterExpression?: string; ExpressionAttributeValues?: Record<string, unknown> } {
-    return this.shared ? { FilterExpression: 'entity = :order', ExpressionAttributeValues: { ':order': 'order' } } : {};
+  listFilter(idempotencyKey?: string): {
+    FilterExpression?: string;
+    ExpressionAttributeValues?: Record<string, unknown>;
+  } {
+    const tests = [
+      ...(this.shared ? ['entity = :order'] : []),
+      ...(idempotencyKey === undefined ? [] : ['idempotencyKey = :key']),
+    ];
+    if (tests.length === 0) return {};
+    return {
+      FilterExpression: tests.join(' AND '),
+      ExpressionAttributeValues: {
+        ...(this.shared ? { ':order': 'order' } : {}),
+        ...(idempotencyKey === undefined ? {} : { ':key': idempotencyKey }),
+      },
+    };
   }
 }

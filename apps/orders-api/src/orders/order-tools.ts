@@ -26,9 +26,9 @@ export class OrderTools {
     }),
   })
   @Idempotent()
-  async placeOrder(@Payload() input: { item: string; quantity: number }) {
+  async placeOrder(@Payload() input: { idempotencyKey: string; item: string; quantity: number }) {
     const order = newOrder(input);
-    await this.orders.put(order);
+    await this.orders.put(order, input.idempotencyKey);
     return {
       content: [{ type: 'text', text: `Order ${order.id} placed: ${order.quantity} x ${order.item}.` }],
       structuredContent: order,

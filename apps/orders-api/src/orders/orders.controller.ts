@@ -1,6 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Body, Controller, Get, Inject, NotFoundException, Param, Post, Res, StreamableFile } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Get,
+  Headers,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Res,
+  StreamableFile,
+} from '@nestjs/common';
 import { Idempotent } from 'nestjs-dynamodb-idempotency';
 import { ORDERS_API_CONFIG, OrdersApiConfig } from '../config';
 import { CreateOrderInput, CreateOrderPipe, newOrder, Order } from './order';
@@ -19,10 +31,11 @@ export class OrdersController {
   async create(
     @Body(CreateOrderPipe) input: CreateOrderInput,
     @Res({ passthrough: true }) res: ResponseHeaders,
+    @Headers('idempotency-key') key: string,
   ): Promise<Order> {
     if (this.config.orderProcessingDelayMs > 0) await sleep(this.config.orderProcessingDelayMs); // the "payment" step
     const order = newOrder(input);
-    await this.orders.put(order);
+    await this.orders.put(order, key);
     res.header('Location', `/orders/${order.id}`);
     return order;
   }
@@ -44,9 +57,10 @@ export class OrdersController {
     return new StreamableFile(pdf, { type: 'application/pdf', disposition: `inline; filename="${order.id}.pdf"` });
   }
 
+  /** The orders; with `?key=`, those placed under that Idempotency-Key (what the conformance kit counts). */
   @Get()
-  async list(): Promise<Order[]> {
-    return this.orders.all();
+  async list(@Query('key') key?: string): Promise<Order[]> {
+    return this.orders.all(key);
   }
 
   @Get(':id')

@@ -29,8 +29,12 @@ export class OrdersRepository {
    * it exists if and only if the key is COMPLETED, whatever crashes. Otherwise (the embedded dynalite has no
    * transactions) it is written now.
    */
-  async put(order: Order): Promise<void> {
-    const put = { TableName: this.items.tableName, Item: this.items.item(order), ...this.items.condition(false) };
+  async put(order: Order, idempotencyKey?: string): Promise<void> {
+    const put = {
+      TableName: this.items.tableName,
+      Item: this.items.item(order, idempotencyKey),
+      ...this.items.condition(false),
+    };
     if (this.commitsWithKey && this.idempotency.canCommitWith) return this.idempotency.commitWith({ Put: put });
     await this.send(new PutCommand(put));
   }
@@ -55,7 +59,8 @@ export class OrdersRepository {
     return Item && this.items.order(Item);
   }
 
-  async all(): Promise<Order[]> {
+  /** Every order, or (`idempotencyKey`) those placed under that key: a Scan, as the demo's listing is. */
+  async all(idempotencyKey?: string): Promise<Order[]> {
     const orders: Order[] = [];
     let ExclusiveStartKey: Record<string, unknown> | undefined;
     do {
@@ -64,7 +69,7 @@ export class OrdersRepository {
           TableName: this.items.tableName,
           ConsistentRead: true,
           ExclusiveStartKey,
-          ...this.items.listFilter(),
+          ...this.items.listFilter(idempotencyKey),
         }),
       );
       orders.push(...(page.Items ?? []).map((item) => this.items.order(item)));
