@@ -216,10 +216,12 @@ describe('orders-api demo', () => {
       const { Items = [] } = await client.send(new ScanCommand({ TableName: table, ConsistentRead: true }));
       const items = Items.map((item) => unmarshall(item));
       expect(items).toHaveLength(2);
+      // The key the order was placed under is stored beside it (GET /orders?key=), never in the order's JSON.
       expect(items).toContainEqual({
         PK: `ORDER#${created.id}`,
         SK: `ORDER#${created.id}`,
         entity: 'order',
+        idempotencyKey: 'single-a',
         ...created,
       });
       const record = items.find((item) => item.SK.startsWith('IDEMPOTENCY#'));
@@ -227,6 +229,8 @@ describe('orders-api demo', () => {
       expect(record!.expires_at).toEqual(expect.any(Number));
 
       expect(await (await fetch(`${api.url}/orders`)).json()).toEqual([created]);
+      expect(await (await fetch(`${api.url}/orders?key=single-a`)).json()).toEqual([created]);
+      expect(await (await fetch(`${api.url}/orders?key=single-b`)).json()).toEqual([]);
       expect(await (await fetch(`${api.url}/orders/${created.id}`)).json()).toEqual(created);
     });
 
