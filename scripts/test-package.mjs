@@ -1,7 +1,7 @@
 // npm run test:package: pack the library, install the tarball into two fresh consumer apps (NestJS 11 as
 // CommonJS, NestJS 12 as ESM), build each with tsc, start it against dynalite and check a replay end to end.
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,6 +18,7 @@ const run = (command, args, cwd, env = {}) =>
     stdio: ['ignore', 'pipe', 'inherit'],
   }).toString();
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 
 const consumers = [
   {
@@ -77,6 +78,13 @@ async function main() {
     failures += 1;
     console.error(`FAIL client-without-nest: ${error.stack ?? error}`);
   }
+  try {
+    await checkConformance(tarball);
+    console.log('PASS conformance-kit');
+  } catch (error) {
+    failures += 1;
+    console.error(`FAIL conformance-kit: ${error.stack ?? error}`);
+  }
   for (const nest of ['11', '12']) {
     try {
       checkOpenApi(tarball, nest);
@@ -95,7 +103,7 @@ async function main() {
       console.error(`FAIL readme-five-minutes-${app.name}: ${error.stack ?? error}`);
     }
   }
-  console.log(`${consumers.length + 4 + FIVE_MINUTE_APPS.length - failures} passed, ${failures} failed`);
+  console.log(`${consumers.length + 5 + FIVE_MINUTE_APPS.length - failures} passed, ${failures} failed`);
   if (failures === 0) rmSync(work, { recursive: true, force: true });
   process.exit(failures === 0 ? 0 : 1);
 }
@@ -271,6 +279,86 @@ async function checkClientAlone(tarball) {
   } finally {
     demo.child.kill('SIGKILL');
   }
+}
+
+/**
+ * The conformance kit as users meet it. `npx --package <tarball> nestjs-dynamodb-idempotency conformance` in an empty
+ * folder against the demo: the module profile met, every check but the kill window. Then the package installed without
+ * its peers (no Nest, no AWS SDK), its bin against a server that replays another body's answer: exit 1, that one check
+ * broken, in the JSON and JUnit.
+ */
+async function checkConformance(tarball) {
+  const empty = join(work, 'conformance-npx');
+  mkdirSync(empty, { recursive: true });
+  const demo = await startDemo();
+  try {
+    const json = join(empty, 'demo.json');
+    run(
+      npx,
+      [
+        '--yes',
+        '--package',
+        tarball,
+        'nestjs-dynamodb-idempotency',
+        'conformance',
+        '--quiet',
+        '--json',
+        json,
+        ...chargesOf(`${demo.url}/payments/charges`),
+        ...['--fail-body', '{"amount":-1}'],
+      ],
+      empty,
+    );
+    const report = JSON.parse(readFileSync(json, 'utf8'));
+    if (report.summary.failed !== 0 || report.summary.passed < 19)
+      throw new Error(`the demo did not pass the module profile: ${JSON.stringify(report.summary)}`);
+  } finally {
+    demo.child.kill('SIGKILL');
+  }
+  const alone = join(work, 'conformance-alone');
+  mkdirSync(alone, { recursive: true });
+  writeFileSync(join(alone, 'package.json'), JSON.stringify({ name: 'conformance-alone', private: true }));
+  run(npm, ['install', '--no-audit', '--no-fund', '--loglevel=error', '--legacy-peer-deps', tarball], alone);
+  for (const peer of ['@nestjs/common', '@nestjs/core', '@aws-sdk/client-dynamodb', 'rxjs']) {
+    if (existsSync(join(alone, 'node_modules', peer)))
+      throw new Error(`${peer} is installed: the check would prove nothing`);
+  }
+  const port = await freePort();
+  const server = spawn(
+    process.execPath,
+    [join(root, 'test/conformance/flawed-server.mjs'), '--port', String(port), '--flaw', 'replays-mismatch'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  try {
+    await new Promise((resolve) => server.stdout.once('data', resolve));
+    const url = `http://127.0.0.1:${port}`;
+    const args = ['nestjs-dynamodb-idempotency', 'conformance', '--quiet', '--json', 'out.json', '--junit', 'out.xml'];
+    const flags = [...chargesOf(`${url}/charges`), '--other-method', 'PUT', '--fail-body', '{"amount":1,"fail":true}'];
+    let code = 0;
+    try {
+      run(npx, ['--no-install', ...args, ...flags], alone);
+    } catch (error) {
+      code = error.status;
+    }
+    const report = JSON.parse(readFileSync(join(alone, 'out.json'), 'utf8'));
+    const failed = report.results.filter((each) => each.status === 'fail').map((each) => each.check);
+    const junit = readFileSync(join(alone, 'out.xml'), 'utf8');
+    if (
+      code !== 1 ||
+      JSON.stringify(failed) !== '["other-body.problem"]' ||
+      !/<failure message="answered 201/.test(junit)
+    )
+      throw new Error(`against replays-mismatch: exit ${code}, failed ${JSON.stringify(failed)}\n${junit}`);
+  } finally {
+    server.kill('SIGKILL');
+  }
+}
+
+/** The kit's flags for a charges route taking `{amount}` (the demo's, the flawed server's), effects by `?key=`. */
+function chargesOf(url) {
+  return ['--url', url, '--body', '{"amount":1250,"currency":"eur"}', '--effects-url', `${url}?key={key}`];
 }
 
 /** The demo from its sources (run-ts), on its embedded dynalite and ports the system picks; its URL once it listens. */
