@@ -284,8 +284,8 @@ async function checkClientAlone(tarball) {
 /**
  * The conformance kit as users meet it. `npx --package <tarball> nestjs-dynamodb-idempotency conformance` in an empty
  * folder against the demo: the module profile met, every check but the kill window. Then the package installed without
- * its peers (no Nest, no AWS SDK), its bin against a server that replays another body's answer: exit 1, that one check
- * broken, in the JSON and JUnit.
+ * its peers (no Nest, no AWS SDK), its bin against each flawed server (concurrently): exit 1 and that flaw's checks
+ * broken, no other, in the JSON and the JUnit; the correct server, started and SIGKILLed by the kit, passes.
  */
 async function checkConformance(tarball) {
   const empty = join(work, 'conformance-npx');
@@ -323,36 +323,57 @@ async function checkConformance(tarball) {
     if (existsSync(join(alone, 'node_modules', peer)))
       throw new Error(`${peer} is installed: the check would prove nothing`);
   }
+  // Each flawed server (test/conformance/flawed-server.mjs) broken by its own check alone; the last two under --start.
+  const flaws = [
+    ['replays-mismatch', ['other-body.problem']],
+    ['stores-5xx', ['failing-first.module']],
+    ['check-then-act', ['storm.once', 'storm.one-answer']],
+    ['unfenced-lock', ['storm.once', 'storm.one-answer']],
+    ['lock-timeout', ['storm.once', 'storm.one-answer']],
+    ['none', [], 'start'],
+    ['loses-completion', ['kill-window.once-or-none'], 'start'],
+  ];
+  await Promise.all(flaws.map(([flaw, expected, start]) => checkFlawedServer(alone, flaw, expected, start)));
+}
+
+/** The installed bin (`npx --no-install`) against one flawed server: exactly `expected` broken, in JSON and JUnit. */
+async function checkFlawedServer(dir, flaw, expected, start) {
   const port = await freePort();
-  const server = spawn(
-    process.execPath,
-    [join(root, 'test/conformance/flawed-server.mjs'), '--port', String(port), '--flaw', 'replays-mismatch'],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
+  const url = `http://127.0.0.1:${port}`;
+  const command = [process.execPath, join(root, 'test/conformance/flawed-server.mjs'), '--port', String(port)];
+  const state = join(dir, `${flaw}.state.json`);
+  const server = start
+    ? undefined
+    : spawn(command[0], [...command.slice(1), '--flaw', flaw], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
-    await new Promise((resolve) => server.stdout.once('data', resolve));
-    const url = `http://127.0.0.1:${port}`;
-    const args = ['nestjs-dynamodb-idempotency', 'conformance', '--quiet', '--json', 'out.json', '--junit', 'out.xml'];
-    const flags = [...chargesOf(`${url}/charges`), '--other-method', 'PUT', '--fail-body', '{"amount":1,"fail":true}'];
-    let code = 0;
-    try {
-      run(npx, ['--no-install', ...args, ...flags], alone);
-    } catch (error) {
-      code = error.status;
-    }
-    const report = JSON.parse(readFileSync(join(alone, 'out.json'), 'utf8'));
+    if (server) await new Promise((resolve) => server.stdout.once('data', resolve));
+    const flags = [
+      ...['conformance', '--quiet', '--json', `${flaw}.json`, '--junit', `${flaw}.xml`, ...chargesOf(`${url}/charges`)],
+      ...['--other-method', 'PUT', '--fail-body', '{"amount":1,"fail":true}'],
+      ...(start
+        ? ['--start', `${command.map((each) => `"${each}"`).join(' ')} --flaw ${flaw} --state "${state}"`]
+        : []),
+      ...(start ? ['--ready-url', `${url}/health`] : []),
+    ];
+    const code = await new Promise((resolve) =>
+      spawn(npx, ['--no-install', 'nestjs-dynamodb-idempotency', ...flags], { cwd: dir, stdio: 'ignore' }).once(
+        'exit',
+        resolve,
+      ),
+    );
+    const report = JSON.parse(readFileSync(join(dir, `${flaw}.json`), 'utf8'));
     const failed = report.results.filter((each) => each.status === 'fail').map((each) => each.check);
-    const junit = readFileSync(join(alone, 'out.xml'), 'utf8');
+    const junit = readFileSync(join(dir, `${flaw}.xml`), 'utf8');
+    const failures = (junit.match(/<failure /g) ?? []).length;
     if (
-      code !== 1 ||
-      JSON.stringify(failed) !== '["other-body.problem"]' ||
-      !/<failure message="answered 201/.test(junit)
+      code !== (expected.length ? 1 : 0) ||
+      JSON.stringify(failed) !== JSON.stringify(expected) ||
+      failures !== expected.length
     )
-      throw new Error(`against replays-mismatch: exit ${code}, failed ${JSON.stringify(failed)}\n${junit}`);
+      throw new Error(`${flaw}: exit ${code}, failed ${JSON.stringify(failed)}, ${failures} JUnit failures`);
+    console.log(`conformance-kit: ${flaw}: ${expected.length ? expected.join(', ') : 'every check'} as expected`);
   } finally {
-    server.kill('SIGKILL');
+    server?.kill('SIGKILL');
   }
 }
 

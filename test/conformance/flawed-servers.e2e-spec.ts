@@ -127,6 +127,8 @@ describe('the conformance kit: outputs, seeds and usage', () => {
     [['--url', 'http://127.0.0.1:1/x', '--header', 'no colon'], /--header must be "Name: value"/],
     [['--url', 'http://127.0.0.1:1/x', '--only', 'storm,stampede'], /--only: no scenario stampede/],
     [['--mcp', 'http://127.0.0.1:1/mcp'], /--mcp needs --tool/],
+    [['--mcp', 'http://127.0.0.1:1/mcp', '--tool', 't', '--fail-body', 'oops'], /--fail-body must be a JSON object/],
+    [['--mcp', 'http://127.0.0.1:1/mcp', '--tool', 't', '--other-url', 'http://127.0.0.1:1/b'], /not MCP tools/],
     [['--url', 'http://127.0.0.1:1/x', '--kill-delays', '5,-1'], /--kill-delays must be a whole number/],
     [['--body', '{}'], /--url \(an HTTP request\) or --mcp \(an MCP server\) is required/],
   ])('%j: a usage error (exit 2), nothing sent', async (args, message) => {
@@ -135,6 +137,25 @@ describe('the conformance kit: outputs, seeds and usage', () => {
     expect(code).toBe(2);
     expect(errors.join('\n')).toMatch(message);
     expect(errors.join('\n')).toContain('Usage: nestjs-dynamodb-idempotency conformance');
+  });
+
+  it('a target that never answers: it cannot be checked (exit 2), not a row of failures', async () => {
+    const port = await freePort();
+    const { code, errors } = await conformance(work, ['--url', `http://127.0.0.1:${port}/charges`, '--body', '{}']);
+    expect(code).toBe(2);
+    expect(errors).toBe(`The target cannot be checked: http://127.0.0.1:${port}/charges did not answer (ECONNREFUSED)`);
+  });
+
+  it('a --start command that exits before it is ready: it cannot be checked (exit 2), its stderr shown', async () => {
+    const port = await freePort();
+    const { code, errors } = await conformance(work, [
+      ...['--url', `http://127.0.0.1:${port}/charges`, '--effects-url', `http://127.0.0.1:${port}/charges`],
+      ...['--start', `"${process.execPath}" -e "console.error('no table'); process.exit(3)"`],
+    ]);
+    expect(code).toBe(2);
+    expect(errors).toMatch(
+      /^The target cannot be checked: --start .* exited before http:\/\/127\.0\.0\.1:\d+\/ answered; its stderr ended with:\nno table/,
+    );
   });
 
   it('an effects URL that does not answer a count: the target cannot be checked (exit 2), said plainly', async () => {

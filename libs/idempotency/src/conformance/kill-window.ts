@@ -28,6 +28,8 @@ export class ServerProcess {
     let gone = false;
     this.exited = new Promise((resolve) => child.once('exit', () => ((gone = true), resolve())));
     this.child = child;
+    // The kit stopped (Ctrl-C, an uncaught error): the server it started does not outlive it.
+    process.once('exit', this.orphaned);
     const until = Date.now() + READY_TIMEOUT_MS;
     while (Date.now() < until) {
       if (gone) break;
@@ -47,12 +49,19 @@ export class ServerProcess {
     const child = this.child;
     if (!child) return;
     this.child = undefined;
-    try {
-      process.kill(-child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
+    process.off('exit', this.orphaned);
+    killGroup(child);
     await this.exited;
+  }
+
+  private readonly orphaned = () => this.child && killGroup(this.child);
+}
+
+function killGroup(child: ChildProcess): void {
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // already gone
   }
 }
 

@@ -98,7 +98,7 @@ export function parseConformanceArgs(argv: string[]): ConformanceOptions | undef
   if (values.body !== undefined && values['body-file'] !== undefined)
     throw new UsageError('--body and --body-file exclude each other');
   const body = mcpUrl ? (values.args ?? '{}') : (values.body ?? readBodyFile(values['body-file']));
-  if (mcpUrl) jsonObject('--args', body!);
+  if (mcpUrl) for (const flag of ['args', 'other-body', 'fail-body'] as const) jsonObject(`--${flag}`, values[flag]);
   const profile = (values.profile ?? 'module') as ProfileName;
   if (!PROFILE_NAMES.includes(profile))
     throw new UsageError(`--profile must be one of ${PROFILE_NAMES.join(', ')}, not ${values.profile}`);
@@ -190,7 +190,9 @@ function headerList(list: string[]): Record<string, string> {
   return headers;
 }
 
-function jsonObject(flag: string, text: string): void {
+/** An MCP tool's arguments: a JSON object, when given. */
+function jsonObject(flag: string, text: string | undefined): void {
+  if (text === undefined) return;
   let value: unknown;
   try {
     value = JSON.parse(text);

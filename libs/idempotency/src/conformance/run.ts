@@ -40,12 +40,13 @@ export async function runConformance(argv: string[], out: ConformanceOutput = co
   const server = options.start
     ? new ServerProcess(options.start, options.readyUrl ?? new URL('/', options.url).href)
     : undefined;
-  const target: Target = options.mcp ? new McpTarget(options) : new HttpTarget(options);
+  const direct: Target = options.mcp ? new McpTarget(options) : new HttpTarget(options);
+  const target = reached(direct, options.url);
   const random = new Random(options.seed);
   const results: Result[] = [];
   try {
     if (server) await server.start();
-    const scenarios = selected(options, server);
+    const scenarios = selected(options, server, direct);
     for (let run = 1; run <= options.repeat; run++) {
       let keys = 0;
       const key = () => `${options.keyPrefix}-${run}-${++keys}`;
@@ -79,18 +80,42 @@ export async function runConformance(argv: string[], out: ConformanceOutput = co
   return run.summary.failed > 0 ? 1 : 0;
 }
 
-/** The scenarios to run: all (or `--only`'s), the kill window last (skipped without `--start`). */
-function selected(options: ConformanceOptions, server: ServerProcess | undefined): Scenario[] {
+/**
+ * The target, refusing to judge one that never answered: the run's first request without an answer (refused, timed
+ * out) is a `TargetError` (exit 2), not a row of failures. The kill window's dropped connections come later, on purpose.
+ */
+function reached(target: Target, url: string): Target {
+  let answered = false;
+  return {
+    send: async (request) => {
+      const answer = await target.send(request);
+      if (!answered && answer.status === 0) throw new TargetError(`${url} did not answer (${answer.error})`);
+      answered = true;
+      return answer;
+    },
+    effects: (key) => target.effects(key),
+  };
+}
+
+/**
+ * The scenarios to run: those the profile judges (or `--only`'s of them), the kill window last (skipped without
+ * `--start`; its target unchecked).
+ */
+function selected(options: ConformanceOptions, server: ServerProcess | undefined, direct: Target): Scenario[] {
   const kill: Scenario = {
     name: 'kill-window',
     summary: `the server SIGKILLed ${options.killDelays.join(', ')} ms after a request, then the request retried`,
     async run(context): Promise<Facts> {
       if (!server) return { skipped: 'give --start (and --ready-url) to run the kill window' };
       if (!options.effectsUrl) return { skipped: 'the kill window judges by effects: give --effects-url' };
-      return { rungs: await killWindow(context, server) };
+      return { rungs: await killWindow({ ...context, target: direct }, server) };
     },
   };
-  return [...SCENARIOS, kill].filter((each) => !options.only || options.only.includes(each.name));
+  // A scenario the profile judges nothing of is not sent at all.
+  const judged = new Set(PROFILES[options.profile].map((each) => CHECKS[each.check].scenario));
+  return [...SCENARIOS, kill].filter(
+    (each) => judged.has(each.name) && (!options.only || options.only.includes(each.name)),
+  );
 }
 
 function checkOnly(options: ConformanceOptions): void {

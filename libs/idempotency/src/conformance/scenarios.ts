@@ -157,7 +157,7 @@ export const SCENARIOS: Scenario[] = [
 
 /**
  * An answer's final form: while `retryable` says so (a 409 by default), the request is sent again after the answer's
- * `Retry-After` (else `defaultWaitMs`, at most 2 s between tries) until `patienceMs` has passed; the last answer.
+ * `Retry-After` (else `defaultWaitMs`) until `patienceMs` has passed; the last answer.
  */
 export async function retried(
   answer: Answer,
