@@ -323,7 +323,7 @@ async function checkConformance(tarball) {
     if (existsSync(join(alone, 'node_modules', peer)))
       throw new Error(`${peer} is installed: the check would prove nothing`);
   }
-  // Each flawed server (test/conformance/flawed-server.mjs) broken by its own check alone; the last two under --start.
+  // Each flawed server (test/conformance/flawed-server.mjs) broken by its own check alone; the last three under --start.
   const flaws = [
     ['replays-mismatch', ['other-body.problem']],
     ['stores-5xx', ['failing-first.module']],
@@ -332,6 +332,7 @@ async function checkConformance(tarball) {
     ['lock-timeout', ['storm.once', 'storm.one-answer']],
     ['none', [], 'start'],
     ['loses-completion', ['kill-window.once-or-none'], 'start'],
+    ['completes-first', ['kill-window.once-or-none'], 'start'],
   ];
   await Promise.all(flaws.map(([flaw, expected, start]) => checkFlawedServer(alone, flaw, expected, start)));
 }

@@ -15,6 +15,8 @@
 //   replays-mismatch   no fingerprint: the same key with another body gets the first answer
 //   stores-5xx         a 500 is stored and replayed, where the module releases the key
 //   loses-completion   the charge is written, then its answer a second later: a crash between them loses the answer
+//   completes-first    the answer is written, then the charge a second later: a crash between them keeps an answer
+//                      whose charge never happened
 import { createHash, randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -33,6 +35,7 @@ const FLAWS = [
   'replays-mismatch',
   'stores-5xx',
   'loses-completion',
+  'completes-first',
 ];
 if (!FLAWS.includes(flaw)) throw new Error(`--flaw must be one of ${FLAWS.join(', ')}`);
 const slow = flaw === 'unfenced-lock' || flaw === 'lock-timeout';
@@ -109,6 +112,11 @@ async function charge(request, response, body) {
   }
   const made = { chargeId: randomUUID(), amount: body.amount, key };
   const answer = { fingerprint, status: 201, body: made, headers: { location: `/charges/${made.chargeId}` } };
+  if (flaw === 'completes-first') {
+    state.answers[recordKey] = answer;
+    save(); // the answer is durable; its charge is not yet
+    await sleep(1000);
+  }
   state.charges.push(made);
   if (flaw === 'loses-completion') {
     save(); // the charge is durable; its answer is not yet

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { freePort } from '../support/free-port';
-import { uniqueTableName } from '../support/dynalite';
+import { localClient, uniqueTableName } from '../support/dynalite';
+import { startScript } from '../support/script-process';
+import { createIdempotencyTable } from '../support/table';
 import { conformance, failed, skipped, startServer } from './conformance-support';
 
 const ROOT = join(__dirname, '..', '..');
@@ -41,11 +43,40 @@ describe('the conformance kit against the demo', () => {
   it('the place_order MCP tool passes the module profile where it applies (the key is an argument)', async () => {
     const { code, report } = await conformance(work, [
       ...['--mcp', `${demo.url}/mcp`, '--tool', 'place_order', '--key-arg', 'idempotencyKey'],
-      ...['--args', '{"item":"book","quantity":1}'],
+      ...['--args', '{"item":"book","quantity":1}', '--effects-url', `${demo.url}/orders?key={key}`],
     ]);
     expect(failed(report!)).toEqual([]);
-    expect(report!.summary.passed).toBeGreaterThanOrEqual(12);
+    // The header's forms (a list, the quoted key), another route and a failing body do not apply; the rest ran.
+    expect(skipped(report!)).toEqual([
+      'other-route.not-mixed',
+      'keys.list',
+      'keys.quoted',
+      'failing-first.module',
+      'kill-window.once-or-none',
+    ]);
     expect(code).toBe(0);
+  }, 60_000);
+});
+
+describe('the conformance kit against an MCP tool whose key comes in _meta (two-process MCP app)', () => {
+  it('pay: the module profile met, the key in the call\'s _meta["idempotency-key"]', async () => {
+    const { endpoint, stop } = await startStore('dynalite');
+    const tableName = uniqueTableName('mcp_meta');
+    await createIdempotencyTable(localClient(endpoint), tableName);
+    const env = { DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: tableName, EFFECTS: join(work, 'mcp-effects.log') };
+    const server = await startScript(join(ROOT, 'test/mcp/mcp-app.script.ts'), env);
+    try {
+      const { port } = server.ready as { port: number };
+      const { code, report } = await conformance(work, [
+        ...['--mcp', `http://127.0.0.1:${port}/mcp`, '--tool', 'pay', '--args', '{"amount":5,"delayMs":200}'],
+      ]);
+      expect(failed(report!)).toEqual([]);
+      expect(report!.summary.passed).toBeGreaterThanOrEqual(11);
+      expect(code).toBe(0);
+    } finally {
+      await server.kill();
+      await stop();
+    }
   }, 60_000);
 });
 
