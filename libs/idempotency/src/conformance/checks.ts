@@ -61,7 +61,10 @@ const keyRefused = (which: 'missing' | 'empty' | 'long' | 'list', says: string):
   },
 });
 
-/** Statuses the module does not store (docs/replays.md): the retry runs again. */
+/**
+ * Statuses the module does not store (docs/replays.md): the retry runs again. Written here, apart from the library:
+ * the kit judges the module from outside, and a change there must not change what the kit expects.
+ */
 const RELEASED = [400, 401, 407, 408, 409, 422, 429];
 
 /** Headers a replay carries as they were (docs/replays.md), when the first answer had them. */
