@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DemoProcess, startDemoProcess } from '../support/demo-process';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { freePort } from '../support/free-port';
-import { localClient, uniqueTableName } from '../support/dynalite';
+import { localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { startScript } from '../support/script-process';
 import { createIdempotencyTable } from '../support/table';
 import { conformance, failed, skipped, startServer } from './conformance-support';
@@ -135,4 +135,26 @@ describe("the conformance kit against Powertools' makeIdempotent in a plain Expr
     },
     60_000,
   );
+
+  it('the kill window: a kill between the charge and its completion runs the charge again once the lock ends', async () => {
+    const store = await startDynalite();
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const server = join(__dirname, 'powertools-server.mjs');
+    const charges = join(work, 'powertools-charges.jsonl');
+    const start = `"${process.execPath}" "${server}" --port ${port} --endpoint ${store.endpoint} --charges "${charges}" --work-ms 1500`;
+    try {
+      const { report } = await conformance(work, [
+        ...flags(url),
+        ...['--start', start, '--ready-url', `${url}/health`, '--only', 'kill-window', '--kill-delays', '0,700,2500'],
+      ]);
+      // The charge is made within a few hundred ms of the request, its completion 1.5 s later: the 700 ms kill lands
+      // between. The record stays INPROGRESS until its 2 s lock ends; then the retry takes it over and charges again.
+      expect(failed(report!)).toEqual(['kill-window.once-or-none']);
+      const rungs = report!.results.find((each) => each.check === 'kill-window.once-or-none')!;
+      expect(rungs.detail).toMatch(/^killed at 700 ms: twice, 2 effect\(s\), answered 201 [^;]*$/); // that rung alone
+    } finally {
+      await store.stop();
+    }
+  }, 120_000);
 });
