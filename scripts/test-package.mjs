@@ -323,17 +323,16 @@ async function checkConformance(tarball) {
     if (existsSync(join(alone, 'node_modules', peer)))
       throw new Error(`${peer} is installed: the check would prove nothing`);
   }
-  // Each flawed server (test/conformance/flawed-server.mjs) broken by its own check alone; the last three under --start.
-  const flaws = [
-    ['replays-mismatch', ['other-body.problem']],
-    ['stores-5xx', ['failing-first.module']],
-    ['check-then-act', ['storm.once', 'storm.one-answer']],
-    ['unfenced-lock', ['storm.once', 'storm.one-answer']],
-    ['lock-timeout', ['storm.once', 'storm.one-answer']],
-    ['none', [], 'start'],
-    ['loses-completion', ['kill-window.once-or-none'], 'start'],
-    ['completes-first', ['kill-window.once-or-none'], 'start'],
-  ];
+  // Each flawed server (test/conformance/flawed-server.mjs) broken by its own checks alone (test/conformance/flaws.json):
+  // the kill window's flaws under --start, the others without, the right server (`none`) both ways.
+  const table = JSON.parse(readFileSync(join(root, 'test/conformance/flaws.json'), 'utf8'));
+  const flaws = Object.entries(table).flatMap(([flaw, expected]) => {
+    const killed = expected.includes('kill-window.once-or-none');
+    return [
+      ...(killed ? [] : [[flaw, expected, false]]),
+      ...(killed || flaw === 'none' ? [[flaw, expected, true]] : []),
+    ];
+  });
   await Promise.all(flaws.map(([flaw, expected, start]) => checkFlawedServer(alone, flaw, expected, start)));
 }
 
@@ -342,14 +341,15 @@ async function checkFlawedServer(dir, flaw, expected, start) {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const command = [process.execPath, join(root, 'test/conformance/flawed-server.mjs'), '--port', String(port)];
-  const state = join(dir, `${flaw}.state.json`);
+  const name = start ? `${flaw}-started` : flaw; // the right server runs both ways, at once
+  const state = join(dir, `${name}.state.json`);
   const server = start
     ? undefined
     : spawn(command[0], [...command.slice(1), '--flaw', flaw], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     if (server) await new Promise((resolve) => server.stdout.once('data', resolve));
     const flags = [
-      ...['conformance', '--quiet', '--json', `${flaw}.json`, '--junit', `${flaw}.xml`, ...chargesOf(`${url}/charges`)],
+      ...['conformance', '--quiet', '--json', `${name}.json`, '--junit', `${name}.xml`, ...chargesOf(`${url}/charges`)],
       ...['--other-method', 'PUT', '--fail-body', '{"amount":1,"fail":true}'],
       ...(start
         ? ['--start', `${command.map((each) => `"${each}"`).join(' ')} --flaw ${flaw} --state "${state}"`]
@@ -362,17 +362,17 @@ async function checkFlawedServer(dir, flaw, expected, start) {
         resolve,
       ),
     );
-    const report = JSON.parse(readFileSync(join(dir, `${flaw}.json`), 'utf8'));
+    const report = JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8'));
     const failed = report.results.filter((each) => each.status === 'fail').map((each) => each.check);
-    const junit = readFileSync(join(dir, `${flaw}.xml`), 'utf8');
+    const junit = readFileSync(join(dir, `${name}.xml`), 'utf8');
     const failures = (junit.match(/<failure /g) ?? []).length;
     if (
       code !== (expected.length ? 1 : 0) ||
       JSON.stringify(failed) !== JSON.stringify(expected) ||
       failures !== expected.length
     )
-      throw new Error(`${flaw}: exit ${code}, failed ${JSON.stringify(failed)}, ${failures} JUnit failures`);
-    console.log(`conformance-kit: ${flaw}: ${expected.length ? expected.join(', ') : 'every check'} as expected`);
+      throw new Error(`${name}: exit ${code}, failed ${JSON.stringify(failed)}, ${failures} JUnit failures`);
+    console.log(`conformance-kit: ${name}: ${expected.length ? expected.join(', ') : 'every check'} as expected`);
   } finally {
     server?.kill('SIGKILL');
   }

@@ -14,6 +14,15 @@ let work: string;
 beforeAll(() => (work = mkdtempSync(join(tmpdir(), 'conformance-'))));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
+/**
+ * Each flaw of flawed-server.mjs and the checks it breaks (flaws.json, which `npm run test:package` reads too): the
+ * kill window's flaws run under --start, the others without, and the right server (`none`) both ways.
+ */
+const FLAWS = Object.entries(
+  JSON.parse(readFileSync(join(__dirname, 'flaws.json'), 'utf8')) as Record<string, string[]>,
+);
+const underStart = (breaks: string[]) => breaks.includes('kill-window.once-or-none');
+
 /** The kit's flags for the flawed server at `url`, every scenario able to run. */
 const target = (url: string) => [
   ...['--url', `${url}/charges`, '--body', '{"amount":100,"currency":"eur"}'],
@@ -21,24 +30,16 @@ const target = (url: string) => [
 ];
 
 describe('the conformance kit against servers wrong in one classic way each (module profile)', () => {
-  it.concurrent.each([
-    ['none', []],
-    ['check-then-act', ['storm.once', 'storm.one-answer']],
-    ['unfenced-lock', ['storm.once', 'storm.one-answer']],
-    ['lock-timeout', ['storm.once', 'storm.one-answer']],
-    ['replays-mismatch', ['other-body.problem']],
-    ['stores-5xx', ['failing-first.module']],
-  ])(
+  it.concurrent.each(FLAWS.filter(([, breaks]) => !underStart(breaks)))(
     '%s: caught by the scenario that should catch it (%j), nothing else fails',
     async (flaw, expected) => {
-      const server = await startServer(SERVER, ['--flaw', flaw as string]);
+      const server = await startServer(SERVER, ['--flaw', flaw]);
       try {
         const { code, report, text } = await conformance(work, target(server.url));
         expect(failed(report!)).toEqual(expected);
         expect(skipped(report!)).toEqual(['kill-window.once-or-none']);
-        expect(code).toBe((expected as string[]).length > 0 ? 1 : 0);
-        for (const check of expected as string[])
-          expect(text).toMatch(new RegExp(`^FAIL  ${check.replace('.', '\\.')} `, 'm'));
+        expect(code).toBe(expected.length > 0 ? 1 : 0);
+        for (const check of expected) expect(text).toMatch(new RegExp(`^FAIL  ${check.replace('.', '\\.')} `, 'm'));
       } finally {
         await server.stop();
       }
@@ -46,11 +47,7 @@ describe('the conformance kit against servers wrong in one classic way each (mod
     60_000,
   );
 
-  it.concurrent.each([
-    ['none', []],
-    ['loses-completion', ['kill-window.once-or-none']],
-    ['completes-first', ['kill-window.once-or-none']],
-  ])(
+  it.concurrent.each(FLAWS.filter(([flaw, breaks]) => flaw === 'none' || underStart(breaks)))(
     'the kill window on %s (the kit starts and SIGKILLs it): %j fail, nothing else',
     async (flaw, expected) => {
       const port = await freePort();

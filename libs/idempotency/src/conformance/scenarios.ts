@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Answer, retryAfterMs, Target } from './http-target';
+import { Answer, retryAfterMs, Sent, Target } from './http-target';
 import type { ConformanceOptions } from './options';
 import { Random } from './random';
 
@@ -49,12 +49,7 @@ export const SCENARIOS: Scenario[] = [
   {
     name: 'repeat',
     summary: 'the same request twice, one after the other',
-    async run({ target, key }) {
-      const k = key();
-      const first = await target.send({ key: k });
-      const second = await target.send({ key: k });
-      return { first, second, effects: await target.effects(k) };
-    },
+    run: (context) => sentTwice(context),
   },
   {
     name: 'storm',
@@ -77,13 +72,10 @@ export const SCENARIOS: Scenario[] = [
   {
     name: 'other-body',
     summary: 'the same key with another body',
-    async run({ target, options, key }) {
-      const other = options.otherBody ?? otherBody(options.body);
+    async run(context) {
+      const other = context.options.otherBody ?? otherBody(context.options.body);
       if (other === undefined) return { skipped: 'no body to change: give --other-body' };
-      const k = key();
-      const first = await target.send({ key: k });
-      const second = await target.send({ key: k, body: other });
-      return { first, second, effects: await target.effects(k) };
+      return sentTwice(context, {}, { body: other });
     },
   },
   {
@@ -120,40 +112,42 @@ export const SCENARIOS: Scenario[] = [
   {
     name: 'json-form',
     summary: 'the same JSON again, its members in another order and spaced differently',
-    async run({ target, options, key }) {
-      const reformatted = reordered(options.body);
+    async run(context) {
+      const reformatted = reordered(context.options.body);
       if (reformatted === undefined) return { skipped: 'the body is not a JSON object with two members or more' };
-      const k = key();
-      const first = await target.send({ key: k });
-      const second = await target.send({ key: k, body: reformatted });
-      return { first, second, effects: await target.effects(k) };
+      return sentTwice(context, {}, { body: reformatted });
     },
   },
   {
     name: 'failing-first',
     summary: 'a first attempt the route answers with an error, then its retry',
-    async run({ target, options, key }) {
-      if (options.failBody === undefined)
-        return { skipped: 'give --fail-body (a body the route answers with an error)' };
-      const k = key();
-      const first = await target.send({ key: k, body: options.failBody });
-      const second = await target.send({ key: k, body: options.failBody });
-      return { first, second, effects: await target.effects(k) };
+    async run(context) {
+      const body = context.options.failBody;
+      if (body === undefined) return { skipped: 'give --fail-body (a body the route answers with an error)' };
+      return sentTwice(context, { body });
     },
   },
   {
     name: 'large-body',
     summary: 'a large body, twice',
-    async run({ target, options, random, key }) {
-      const body = padded(options.body, random.text(options.largeBytes));
+    async run(context) {
+      const body = padded(context.options.body, context.random.text(context.options.largeBytes));
       if (body === undefined) return { skipped: 'the body is not a JSON object' };
-      const k = key();
-      const first = await target.send({ key: k, body });
-      const second = await target.send({ key: k, body });
-      return { first, second, effects: await target.effects(k) };
+      return sentTwice(context, { body });
     },
   },
 ];
+
+/** Two requests under one new key, one after the other (`second` defaults to `first`), then the key's effect count. */
+async function sentTwice(
+  { target, key }: ScenarioContext,
+  first: Omit<Sent, 'key'> = {},
+  second: Omit<Sent, 'key'> = first,
+): Promise<Facts> {
+  const k = key();
+  const answer = await target.send({ ...first, key: k });
+  return { first: answer, second: await target.send({ ...second, key: k }), effects: await target.effects(k) };
+}
 
 /**
  * An answer's final form: while `retryable` says so (a 409 by default), the request is sent again after the answer's
