@@ -5,6 +5,11 @@ export const DEFAULT_PENDING_TTL_SECONDS = 60;
 export const DEFAULT_FAILED_TTL_SECONDS = 300;
 /** A live owner renews its lease for at most an hour: a hung handler cannot block its key forever. */
 export const DEFAULT_MAX_LEASE_SECONDS = 3600;
+/**
+ * A key whose last 3 owners crashed while running it (took their process down, or ran out their lease) is poisoned: the
+ * handler is not run for it a fourth time (`maxCrashedOwners`).
+ */
+export const DEFAULT_MAX_CRASHED_OWNERS = 3;
 /** A live owner keeps renewing its lease, so a duplicate is told to look again soon, not when the lease ends. */
 export const DEFAULT_RETRY_AFTER_SECONDS = 1;
 /**

@@ -2,7 +2,7 @@ import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { DEFAULT_FAILED_TTL_SECONDS } from '../idempotency.constants';
 import { validateKey } from '../keys/idempotency-key';
 import { recordKey, scopePartition } from '../keys/record-key';
-import { IdempotencyRecord, IdempotencyStatus } from '../repository/idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, isFinalFailure } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { RecordReport, reportRecord } from './record-report';
@@ -143,7 +143,9 @@ export class IdempotencyAdmin {
         ? "released: the next request runs the handler, in any process (the owner's own included). If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer"
         : record.status === 'COMPLETED'
           ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
-          : 'released: the next request runs the handler';
+          : isFinalFailure(record)
+            ? 'released a poisoned key: the next request runs the handler'
+            : 'released: the next request runs the handler';
     const steps = record.steps?.length ?? 0;
     if (record.status !== 'COMPLETED' && steps > 0 && !force) return this.failKeepingSteps(record, note);
     const forgotten = steps > 0 ? `; its ${steps} recorded step(s) are forgotten and run again` : '';
@@ -156,12 +158,26 @@ export class IdempotencyAdmin {
    */
   private async failKeepingSteps(record: IdempotencyRecord, note: string): Promise<AdminResult> {
     const kept = `${note}, resuming from the ${record.steps!.length} step(s) recorded (they are kept)`;
+    if (isFinalFailure(record)) return this.reopen(record, kept);
     if (record.status === 'FAILED') return { done: true, record: this.report(record), note: kept };
     const { key, partition, claimToken } = record;
     const failed = await this.repository.fail({ key, partition, claimToken, ttlSeconds: DEFAULT_FAILED_TTL_SECONDS });
     if (failed.ok) return { done: true, record: this.report(record), note: kept };
     const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
     return { done: false, reason: 'changed', record: failed.current && this.report(failed.current), note: changed };
+  }
+
+  /**
+   * A poisoned key that holds steps: made claimable again, its steps and its crashed owners kept, so one more owner
+   * tries (another crash poisons it again at once). Guarded by the claim token read.
+   */
+  private async reopen(record: IdempotencyRecord, note: string): Promise<AdminResult> {
+    const { key, partition, claimToken } = record;
+    const reopened = await this.repository.reopen({ key, partition, claimToken });
+    const once = `${note}; it was poisoned: one more owner may try, and another crash poisons it again`;
+    if (reopened.removed) return { done: true, record: this.report(record), note: once };
+    const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
+    return { done: false, reason: 'changed', record: reopened.current && this.report(reopened.current), note: changed };
   }
 
   /** Removes a COMPLETED record: the next request with the key runs the handler again. */

@@ -1,6 +1,7 @@
 import {
   IdempotencyRecord,
   IdempotencyStatus,
+  isFinalFailure,
   omittedInWords,
   RecordedStep,
   StoredResponse,
@@ -28,6 +29,13 @@ export interface RecordReport extends RecordLocation {
   steps?: StepReport[];
   /** Which process claimed it: `host:pid`, or `lambda:<request id>` (when the store keeps it). */
   holder?: string;
+  /**
+   * The processes that claimed it since its last clean end, oldest first (when the store keeps them): each but the
+   * last crashed on it. With `maxCrashedOwners` of them crashed, the next takeover poisons the key.
+   */
+  owners?: string[];
+  /** Set on a poisoned key (FAILED, final): what its duplicates are answered, and how to let it run again. */
+  poisoned?: string;
   /** PENDING: when its owner last renewed the lease (its claim's time until a first renewal). */
   renewedAt?: string;
   /** PENDING: whether its owner looks alive, in one line, and what the next request will do. */
@@ -69,7 +77,13 @@ export function reportRecord(
     ...(record.responseBytes === undefined ? {} : { storedBytes: record.responseBytes }),
     sealed: response?.sealed !== undefined,
     ...(record.holder === undefined ? {} : { holder: record.holder }),
+    ...(record.owners === undefined ? {} : { owners: record.owners }),
   };
+  if (isFinalFailure(record)) {
+    report.poisoned =
+      'every request with this key is answered 500 key-poisoned, the handler not run: its owners crashed on it. ' +
+      'Fix the cause, then keys:release lets it run again';
+  }
   if (record.status === 'PENDING') {
     report.renewedAt = iso(record.renewedAt ?? record.pendingSince);
     report.owner = ownerInWords(record, now);

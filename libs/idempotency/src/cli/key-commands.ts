@@ -258,6 +258,8 @@ function reportLines(report: RecordReport): string[] {
     ...(report.holder === undefined ? [] : [`holder: ${report.holder}`]),
     ...(report.renewedAt === undefined ? [] : [`last renewed: ${report.renewedAt}`]),
     ...(report.owner === undefined ? [] : [`owner: ${report.owner}`]),
+    ...(report.owners === undefined ? [] : [`owners since its last clean end: ${report.owners.join(', ') || 'none'}`]),
+    ...(report.poisoned === undefined ? [] : [`poisoned: ${report.poisoned}`]),
     ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
     ...(report.storedBytes === undefined
       ? []

@@ -20,14 +20,18 @@ import { TableLayout } from './table-layout';
  *   own request's retry, is read again (and refused as a mismatch), not restarted over them.
  */
 
-/** The same request (fingerprint) left unfinished: a FAILED attempt, or a lease past its end by the skew margin. */
+/**
+ * The same request (fingerprint) left unfinished: a FAILED attempt (a final failure only once expired), or a lease past
+ * its end by the skew margin.
+ */
 const RESUMABLE =
-  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND ((#status = :failed AND (attribute_not_exists(#response) OR #expires < :now)) OR (#status = :pending AND #expires < :leaseCutoff)))';
 /** Every claim: the PENDING record, its lease, and its shard of the index of keys in flight (`in_flight`). */
 const CLAIM =
   'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard';
-const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one`;
-const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one REMOVE #response, #completed, #renewed`;
+/** A resume keeps the steps and the owners since the last clean end (`IdempotencyRecord.owners`), and adds itself. */
+const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps), #owners = list_append(if_not_exists(#owners, :noOwners), :owner) REMOVE #response, #completed, #renewed ADD #runs :one`;
+const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one, #owners = :owner REMOVE #response, #completed, #renewed`;
 const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;
 const RECORD_STEP = 'SET #steps.#step = :step';
 
@@ -85,12 +89,13 @@ function claimUpdate(
     ':one': 1,
     ':holder': holder,
     ':shard': layout.inFlightShard(key),
+    ':owner': [holder],
   });
   if (read !== undefined) {
     // the rare path only
     values[':readToken'] = { S: read.claimToken };
     values[':readStatus'] = { S: read.status };
-  }
+  } else values[':noOwners'] = { L: [] };
   return {
     TableName: tableName,
     Key: layout.itemKey(key, partition),

@@ -62,7 +62,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     const update = send.mock.calls[0][0] as UpdateItemCommand;
     expect(update.input).toMatchObject({
       ConditionExpression:
-        'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))',
+        'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND ((#status = :failed AND (attribute_not_exists(#response) OR #expires < :now)) OR (#status = :pending AND #expires < :leaseCutoff)))',
       ExpressionAttributeNames: { '#pk': 'pk', '#status': 'status', '#expires': 'expires_at' },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       ExpressionAttributeValues: expect.objectContaining({
@@ -82,8 +82,8 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     expect(update.Key).toEqual({ pk: { S: 'k' } });
     expect(update.UpdateExpression).toBe(
       'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, ' +
-        '#holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, ' +
-        '#renewed ADD #runs :one',
+        '#holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps), ' +
+        '#owners = list_append(if_not_exists(#owners, :noOwners), :owner) REMOVE #response, #completed, #renewed ADD #runs :one',
     );
     expect(update.ExpressionAttributeValues).toMatchObject({
       ':pending': { S: 'PENDING' },

@@ -1,11 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { DeleteItemCommand, DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { claimableBy, IdempotencyRecord } from '../repository/idempotency.record';
+import { IdempotencyRecord } from '../repository/idempotency.record';
 import {
   ClaimInput,
   ClaimResult,
@@ -28,28 +25,35 @@ import {
   ScanInput,
   TransitionResult,
 } from '../repository/idempotency.repository';
-import { RecordRead, recordStepRequest, restartClaimRequest, resumeClaimRequest } from './claim-requests';
+import { recordStepRequest } from './claim-requests';
+import { claimRecord } from './record-claim';
 import { CompletionCommits, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
-import { isConditionalCheckFailed, isReplicatedWriteConflict } from './dynamodb-errors';
-import { recordFromItem, writeCompletion } from './item-mapping';
+import { isConditionalCheckFailed } from './dynamodb-errors';
+import { recordFromItem, responseAttribute, writeCompletion } from './item-mapping';
 import {
+  cleanly,
   completion,
   FAILURE,
   FAILURE_FORGETTING_RUN,
+  finalFailure,
   getRequest,
   guarded,
-  removeRequest,
   renewal,
   Transition,
   updateRequest,
 } from './record-requests';
 import { inFlightCostOf } from './in-flight-index';
+import { removeRequest, reopenRequest } from './operator-requests';
 import { inFlightRecords, scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
 import { tableReadiness } from './table-checks';
 import { TableModeProbe } from './global-tables';
 import { TableLayout, TableLayoutOptions } from './table-layout';
+
+/** The owner's release and a sweep's or an operator's, each with the run kept and forgotten (`FailInput`). */
+const KEPT = [FAILURE, FAILURE_FORGETTING_RUN];
+const CLEAN = KEPT.map(cleanly);
 
 export interface DynamoDbIdempotencyRepositoryOptions extends TableLayoutOptions {
   client: DynamoDBClient | DynamoDBDocumentClient;
@@ -111,45 +115,8 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** The resume form first (its steps come back); the restart form only after that lost (`claim-requests.ts`). */
-  async claim(claim: ClaimInput): Promise<ClaimResult> {
-    const { key, partition, fingerprint, clockSkewSeconds = 0 } = claim;
-    let restarting: RecordRead | undefined;
-    for (let attempt = 1; ; attempt++) {
-      const claimToken = randomUUID();
-      const now = this.clock.nowSeconds();
-      try {
-        const request = { claim, claimToken, nowSeconds: now };
-        const command =
-          restarting === undefined
-            ? resumeClaimRequest(this.tableName, this.layout, request)
-            : restartClaimRequest(this.tableName, this.layout, request, restarting);
-        const { Attributes } = await this.calls.send('claim', new UpdateItemCommand(command));
-        const resumed = Attributes && recordFromItem(this.layout, Attributes);
-        if (!resumed) return { claimed: true, claimToken, run: 1, steps: [] };
-        return { claimed: true, claimToken, run: Math.max(1, (resumed.runs ?? 0) + 1), steps: resumed.steps ?? [] };
-      } catch (error) {
-        // Another Region wrote the item at the same moment (multi-Region strong consistency): contention, like a
-        // lost race whose winner is not known yet. Claimed again, then reported in flight, never a duplicate.
-        if (isReplicatedWriteConflict(error)) {
-          if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyInFlightError(1);
-          continue;
-        }
-        if (!isConditionalCheckFailed(error)) throw error;
-        this.telemetry.conditionRejected(this.tableName, 'claim');
-        const existing = await this.existingAfterFailedCondition({ key, partition }, error);
-        // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
-        if (existing?.claimToken === claimToken) {
-          return { claimed: true, claimToken, run: existing.runs ?? 1, steps: existing.steps ?? [] };
-        }
-        const blocking = existing && !claimableBy(existing, fingerprint, this.clock.nowSeconds(), clockSkewSeconds);
-        // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
-        if (existing && (blocking || attempt >= MAX_CLAIM_ATTEMPTS)) return { claimed: false, existing };
-        if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
-        // Claimable: the same request unfinished is resumed; another request's record, or a finished one, restarted.
-        const resumable = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
-        restarting = existing && !resumable ? existing : undefined;
-      }
-    }
+  claim(claim: ClaimInput): Promise<ClaimResult> {
+    return claimRecord(this.completedPuts, claim);
   }
 
   /** A step's result on the record, only while `claimToken` owns it (`claim-requests.ts`). */
@@ -180,16 +147,12 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return putCompletedRecord(this.completedPuts, input);
   }
 
-  async fail({
-    key,
-    partition,
-    claimToken,
-    ttlSeconds,
-    forgetRun,
-    leaseEndedBefore,
-  }: FailInput): Promise<TransitionResult> {
-    const failure = forgetRun ? FAILURE_FORGETTING_RUN : FAILURE;
+  async fail(input: FailInput): Promise<TransitionResult> {
+    const { key, partition, claimToken, ttlSeconds, forgetRun, leaseEndedBefore, endedCleanly, response } = input;
     const expiresAt = this.clock.nowSeconds() + ttlSeconds;
+    const failure = response
+      ? finalFailure(responseAttribute(response))
+      : (endedCleanly ? CLEAN : KEPT)[forgetRun ? 1 : 0];
     return this.transition('fail', { key, partition }, claimToken, expiresAt, failure, leaseEndedBefore);
   }
 
@@ -228,13 +191,26 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return cost;
   }
 
-  override async remove(input: RemoveInput): Promise<RemoveResult> {
+  override remove(input: RemoveInput): Promise<RemoveResult> {
+    return this.operatorWrite(input, new DeleteItemCommand(removeRequest(this.tableName, this.layout, input, input)));
+  }
+
+  override reopen(input: Omit<RemoveInput, 'status'>): Promise<RemoveResult> {
+    const request = reopenRequest(this.tableName, this.layout, input, input.claimToken);
+    return this.operatorWrite(input, new UpdateItemCommand(request));
+  }
+
+  /** An operator's write (a removal, a reopening), conditioned on the record as read. */
+  private async operatorWrite(
+    location: RecordLocation,
+    command: DeleteItemCommand | UpdateItemCommand,
+  ): Promise<RemoveResult> {
     try {
-      await this.calls.send('remove', new DeleteItemCommand(removeRequest(this.tableName, this.layout, input, input)));
+      await this.calls.send('remove', command);
       return { removed: true };
     } catch (error) {
       if (!isConditionalCheckFailed(error)) throw error;
-      return { removed: false, current: await this.existingAfterFailedCondition(input, error) };
+      return { removed: false, current: await this.existingAfterFailedCondition(location, error) };
     }
   }
 

@@ -34,6 +34,7 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#steps': 'steps',
   '#runs': 'runs',
   '#holder': 'holder',
+  '#owners': 'owners',
   '#renewed': 'renewed_at',
   '#inflight': 'in_flight',
 };
@@ -66,8 +67,8 @@ function placeholderNames(layout: TableLayout, expression: string): Record<strin
 }
 
 /**
- * Values as DynamoDB attribute values: strings (S), numbers (N) and the gzipped response (B), the only types the item
- * has; anything else is refused before sending.
+ * Values as DynamoDB attribute values: strings (S), numbers (N), the gzipped response (B), the steps (M) and lists of
+ * strings (L: the owners), the only types the item has; anything else is refused before sending.
  */
 export function attributeValues(values: object): Record<string, AttributeValue> {
   const marshalled: Record<string, AttributeValue> = {};
@@ -80,6 +81,9 @@ function attributeValue(name: string, value: unknown): AttributeValue {
   if (value instanceof MapValue) return { M: value.entries };
   if (typeof value === 'number') return { N: String(value) };
   if (value instanceof Uint8Array) return { B: value };
+  if (Array.isArray(value) && value.every((each) => typeof each === 'string')) {
+    return { L: value.map((each: string) => ({ S: each })) };
+  }
   throw new TypeError(`${name}: an idempotency record has no attribute of type ${typeof value}`);
 }
 
@@ -116,6 +120,7 @@ export function recordFromItem(
   const steps = (attributes as Record<string, AttributeValue | undefined>)[layout.names.steps]?.M;
   const runs = read('runs');
   const holder = read('holder');
+  const owners = read('owners');
   const renewedAt = read('renewed_at');
   return {
     key,
@@ -126,6 +131,7 @@ export function recordFromItem(
     fingerprint: read('fingerprint') as string,
     pendingSince: Number(read('pending_since')),
     ...(typeof holder === 'string' && holder !== '' ? { holder } : {}),
+    ...(Array.isArray(owners) ? { owners: owners.map(String) } : {}),
     ...(renewedAt === undefined ? {} : { renewedAt: Number(renewedAt) }),
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),

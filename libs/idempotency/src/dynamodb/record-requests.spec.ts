@@ -1,5 +1,6 @@
 import { TableLayout } from './table-layout';
-import { getRequest, guarded, queryRequest, removeRequest, renewal, scanRequest } from './record-requests';
+import { removeRequest } from './operator-requests';
+import { getRequest, guarded, queryRequest, renewal, scanRequest } from './record-requests';
 
 /**
  * The parts of each request that a local server answers the same either way: read consistency (dynalite and DynamoDB

@@ -1,5 +1,4 @@
 import {
-  DeleteItemCommandInput,
   GetItemCommandInput,
   QueryCommandInput,
   PutItemCommandInput,
@@ -15,9 +14,12 @@ import { TableLayout } from './table-layout';
  * renew), the read and the scan. Every attribute is named through a placeholder (see `names`).
  */
 
-/** A claim wins a new key, a failed attempt, a lease past its end by the clock-skew margin, or a finished record past its expiry. */
+/**
+ * A claim wins a new key, a failed attempt (not a final failure: one with a response), a lease past its end by the
+ * clock-skew margin, or a finished record (a final failure included) past its expiry.
+ */
 export const CLAIMABLE =
-  'attribute_not_exists(#pk) OR #status = :failed OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
+  'attribute_not_exists(#pk) OR (#status = :failed AND attribute_not_exists(#response)) OR #expires < :leaseCutoff OR (#expires < :now AND #status <> :pending)';
 /** Every transition after the claim applies only while this claim owns the PENDING record. */
 export const OWNED_BY_CLAIM = '#status = :pending AND #token = :token';
 /** Everything but the response: listings need state, not payloads. */
@@ -107,6 +109,21 @@ export const FAILURE_FORGETTING_RUN: Transition = {
   UpdateExpression: 'SET #status = :failed, #expires = :expiresAt REMOVE #inflight ADD #runs :minusOne',
   ExpressionAttributeValues: { ':failed': 'FAILED', ':minusOne': -1 },
 };
+
+/** The owner's own release after its work ended (`FailInput.endedCleanly`): its owners are forgotten too. */
+export function cleanly(failure: Transition): Transition {
+  const [set, add] = failure.UpdateExpression.split(' ADD ');
+  const update = `${set}, #owners${add === undefined ? '' : ` ADD ${add}`}`;
+  return { UpdateExpression: update, ExpressionAttributeValues: failure.ExpressionAttributeValues };
+}
+
+/** A final failure (a poisoned key): FAILED with the problem every duplicate gets, until it expires. */
+export function finalFailure(response: string | Uint8Array): Transition {
+  return {
+    UpdateExpression: 'SET #status = :failed, #expires = :expiresAt, #response = :response REMOVE #inflight',
+    ExpressionAttributeValues: { ':failed': 'FAILED', ':response': response },
+  };
+}
 
 /** Renew (4b): the lease moves on, and the record says when (`keys:inspect` tells a live owner from a dead one). */
 export function renewal(nowSeconds: number): Transition {
@@ -260,23 +277,5 @@ export function inFlightQueryRequest(
       ':shard': layout.inFlightShardValue(shard),
       ...(leaseEndedBefore === undefined ? {} : { ':leaseEndedBefore': leaseEndedBefore }),
     }),
-  };
-}
-
-/** An operator's removal: only while the record has the status and claim token it was read with. */
-export function removeRequest(
-  tableName: string,
-  layout: TableLayout,
-  location: RecordLocation,
-  read: { claimToken: string; status: string },
-): DeleteItemCommandInput {
-  const condition = '#status = :status AND #token = :token';
-  return {
-    TableName: tableName,
-    Key: layout.itemKey(location.key, location.partition),
-    ConditionExpression: condition,
-    ExpressionAttributeNames: names(layout, condition),
-    ExpressionAttributeValues: attributeValues({ ':status': read.status, ':token': read.claimToken }),
-    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

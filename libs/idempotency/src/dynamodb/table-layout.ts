@@ -13,6 +13,7 @@ export type RecordAttribute =
   | 'steps'
   | 'runs'
   | 'holder'
+  | 'owners'
   | 'renewed_at'
   | 'in_flight';
 
@@ -27,6 +28,7 @@ const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'steps',
   'runs',
   'holder',
+  'owners',
   'renewed_at',
   'in_flight',
 ];

@@ -123,6 +123,27 @@ export class IdempotencyRecordUnreadableError extends IdempotencyError {
 }
 
 /**
+ * The key's last owners crashed on it (`maxCrashedOwners`, their hosts and processes in `owners`, oldest first): the
+ * handler is not run again for it. Stored as the key's final failure: every duplicate gets it until the record expires
+ * or an operator releases the key (`keys:release`) after a fix.
+ */
+export class IdempotencyKeyPoisonedError extends IdempotencyError {
+  override readonly name = 'IdempotencyKeyPoisonedError';
+  readonly outcome = 'key_poisoned';
+  constructor(readonly owners: readonly string[]) {
+    super(
+      `The handler was not run: the last ${owners.length} owner(s) of this idempotency key crashed while running it ` +
+        `(${owners.map((owner) => owner || 'a process that did not say').join(', ')}). ` +
+        'An operator must fix the cause and release the key.',
+    );
+  }
+
+  override problemExtensions(): Record<string, unknown> {
+    return { crashedOwners: this.owners.length, owners: this.owners };
+  }
+}
+
+/**
  * The request carries a body that nothing parsed before the fingerprint was taken (no body parser for its content type,
  * or an upload interceptor bound inside `@Idempotent()`): it cannot be told apart from another request, so the handler
  * does not run.

@@ -15,6 +15,7 @@ export type ProblemOutcome =
   | 'scope_failed'
   | 'fingerprint_failed'
   | 'reentrant_call'
+  | 'key_poisoned'
   | 'store_misconfigured'
   | 'store_throttled'
   | 'store_unavailable';
@@ -108,6 +109,12 @@ export const PROBLEMS = {
     event: 'reentrant-call',
     slug: 'reentrant-call',
     title: 'Idempotent call re-entered',
+    status: 500,
+  },
+  key_poisoned: {
+    event: 'key-poisoned',
+    slug: 'key-poisoned',
+    title: 'Idempotency key poisoned',
     status: 500,
   },
   store_misconfigured: {

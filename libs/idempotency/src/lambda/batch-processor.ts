@@ -183,7 +183,8 @@ class Batch<T extends BatchRecord, R> {
   /** The record's call: its key and fingerprint (by default its source's), the batch's settings. */
   private callOf(record: T): ExecuteOptions {
     const { operation, key, keyAttribute, fingerprint, scope } = this.options;
-    const { ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, retryAfterSeconds, waitMs, mode } = this.options;
+    const { ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, maxCrashedOwners, retryAfterSeconds, waitMs, mode } =
+      this.options;
     const recordKey = key
       ? key(record)
       : keyAttribute
@@ -195,7 +196,7 @@ class Batch<T extends BatchRecord, R> {
       key: recordKey as string,
       scope,
       fingerprint: fingerprint ? fingerprint(record) : this.source.defaultFingerprint(record),
-      ...{ ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, retryAfterSeconds, waitMs, mode },
+      ...{ ttlSeconds, pendingTtlSeconds, maxLeaseSeconds, maxCrashedOwners, retryAfterSeconds, waitMs, mode },
     };
   }
 }

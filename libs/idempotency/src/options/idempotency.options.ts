@@ -49,6 +49,12 @@ export interface IdempotencyModuleOptions extends TableLayoutOptions {
   /** Seconds a failed attempt is kept (it is claimable again at once). Default 300. */
   failedTtlSeconds?: number;
   /**
+   * How many owners of one key may crash on it (die, or run out their lease, without completing or releasing it) before
+   * the next claim stores it as poisoned: the handler is not run again, and every duplicate gets 500 `key-poisoned`
+   * until the record expires (`ttlSeconds`) or an operator releases it (`keys:release`). Default 3; 0 turns it off.
+   */
+  maxCrashedOwners?: number;
+  /**
    * How far apart two processes' clocks may be, in seconds. A lease is taken over only once its end is this far in the
    * past, so a process whose clock runs ahead never takes over a live owner. Default 2, but never more than a quarter
    * of the lease (`pendingTtlSeconds`) unless set; an explicit value must stay below a third of every lease.
@@ -162,6 +168,8 @@ export interface IdempotentOptions {
   pendingTtlSeconds?: number;
   /** Overrides the module's `maxLeaseSeconds` for this route. */
   maxLeaseSeconds?: number;
+  /** Overrides the module's `maxCrashedOwners` for this route (0: never poisoned). */
+  maxCrashedOwners?: number;
   /** Overrides the module's `retryAfterSeconds` for this route. */
   retryAfterSeconds?: number;
   /** A missing key is a 400 (default). With `false` a request without a key runs unprotected. */

@@ -70,6 +70,7 @@ export function validateCallSettings(
     partitionKeyValue?: unknown;
     mode?: unknown;
     mcp?: unknown;
+    maxCrashedOwners?: unknown;
   },
   where: string,
   clockSkewSeconds?: number,
@@ -110,6 +111,7 @@ export function validateCallSettings(
     );
   }
   mcpOption(settings.mcp, where);
+  if (settings.maxCrashedOwners !== undefined) crashedOwners(settings.maxCrashedOwners, where);
   if (storeIf !== undefined && typeof storeIf !== 'function') {
     throw new TypeError(
       `${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`,
@@ -137,6 +139,14 @@ function mcpOption(mcp: unknown, where: string): void {
         JSON.stringify(sources),
     );
   }
+}
+
+/** `maxCrashedOwners`: a whole number ≥ 0 (0 turns poisoning off). */
+export function crashedOwners(value: unknown, where: string): number {
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return value;
+  throw new TypeError(
+    `${where}: idempotency option maxCrashedOwners must be a whole number ≥ 0 (0: never poisoned), got ${String(value)}`,
+  );
 }
 
 export function positiveSeconds(name: string, value: unknown, where: string): number {

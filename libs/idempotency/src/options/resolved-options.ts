@@ -1,5 +1,6 @@
 import {
   DEFAULT_FAILED_TTL_SECONDS,
+  DEFAULT_MAX_CRASHED_OWNERS,
   DEFAULT_KEY_HEADER,
   DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
@@ -19,6 +20,7 @@ import {
   explicitClockSkew,
   partitionKeyValueOption,
   positiveInteger,
+  crashedOwners,
   positiveSeconds,
   replayableHeaders,
   SecondsOption,
@@ -38,6 +40,7 @@ export type ResolvedIdempotencyOptions = Required<
     | 'maxLeaseSeconds'
     | 'retryAfterSeconds'
     | 'failedTtlSeconds'
+    | 'maxCrashedOwners'
     | 'keyHeader'
   >
 > &
@@ -85,6 +88,7 @@ export function resolveOptions(options: IdempotencyModuleOptions): ResolvedIdemp
     maxLeaseSeconds: seconds('maxLeaseSeconds', DEFAULT_MAX_LEASE_SECONDS),
     retryAfterSeconds: seconds('retryAfterSeconds', DEFAULT_RETRY_AFTER_SECONDS),
     failedTtlSeconds: seconds('failedTtlSeconds', DEFAULT_FAILED_TTL_SECONDS),
+    maxCrashedOwners: crashedOwners(options.maxCrashedOwners ?? DEFAULT_MAX_CRASHED_OWNERS, where),
     keyHeader: options.keyHeader ?? DEFAULT_KEY_HEADER,
     scope: options.scope,
     layout: TableLayout.from(options, where),

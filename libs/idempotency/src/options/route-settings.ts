@@ -10,6 +10,8 @@ export interface CallSettings {
   ttlSeconds?: number;
   pendingTtlSeconds?: number;
   maxLeaseSeconds?: number;
+  /** Crashed owners of a key before the next claim stores it as poisoned (`maxCrashedOwners`; 0: never). */
+  maxCrashedOwners?: number;
   /** `IdempotencyInFlightError.retryAfterSeconds` (the 409's `Retry-After`). */
   retryAfterSeconds?: number;
   /** 0 (default): throw `IdempotencyInFlightError` at once while another call runs; otherwise wait up to this long. */
@@ -28,6 +30,7 @@ export interface CallPolicy {
   /** The lease: `pendingTtlSeconds`. */
   leaseSeconds: number;
   maxLeaseSeconds: number;
+  maxCrashedOwners: number;
   retryAfterSeconds: number;
   ttlSeconds: number;
   waitMs: number;
@@ -45,6 +48,7 @@ export function callPolicy(settings: CallSettings, options: ResolvedIdempotencyO
   return {
     leaseSeconds,
     maxLeaseSeconds: settings.maxLeaseSeconds ?? options.maxLeaseSeconds,
+    maxCrashedOwners: settings.maxCrashedOwners ?? options.maxCrashedOwners,
     retryAfterSeconds: settings.retryAfterSeconds ?? options.retryAfterSeconds,
     ttlSeconds: settings.ttlSeconds ?? options.ttlSeconds,
     waitMs: settings.waitMs ?? 0,

@@ -4,7 +4,7 @@ import { IdempotencyError, IdempotencyInFlightError, IdempotencyMismatchError } 
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
-import { claimableBy, IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
+import { claimableBy, IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
@@ -15,6 +15,7 @@ import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
 import { OutcomeRecorder } from './outcome-recorder';
+import { finalFailureError } from './poisoned-keys';
 import {
   CallSettings,
   ExecuteOptions,
@@ -204,6 +205,7 @@ export class IdempotencyService implements OnApplicationShutdown {
         : claim.existing;
       while (existing && !claimableBy(existing, call.fingerprint, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
+        if (isFinalFailure(existing)) throw finalFailureError(existing);
         if (existing.status === 'COMPLETED') {
           const { sealer } = this.options;
           return { replay: replayOf(call.recordKey, existing, { sealer, logger: this.logger, cache: this.cache }) };

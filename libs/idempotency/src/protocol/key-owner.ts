@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
+import { crashedTooOften, poison } from './poisoned-keys';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import { WonClaim } from './single-flight';
 import { StepJournal, StepJournalDependencies } from './step-journal';
@@ -26,6 +27,8 @@ export class KeyOwner {
 
   async run<T>(call: ProtectedCall, won: WonClaim, work: ProtectedWork<T>): Promise<T> {
     const { claimToken, flight } = won;
+    const crashed = crashedTooOften(call, won);
+    if (crashed) return poison(this.journal, call, claimToken, crashed);
     // Each renewal moves the flight's lease end: requests that join it know how long the owner holds the key.
     const heartbeat = new LeaseHeartbeat(this.journal, call, claimToken, flight);
     this.heartbeats.add(heartbeat);

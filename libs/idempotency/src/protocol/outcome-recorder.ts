@@ -201,6 +201,8 @@ export class OutcomeRecorder {
           ttlSeconds: this.failedTtlSeconds,
           // Every step this run started was recorded: the next run's steps were not started by this one.
           forgetRun: call.steps?.unfinished === 0,
+          // Its work ended here, whatever it was: this owner did not crash (`maxCrashedOwners`).
+          endedCleanly: true,
         }),
       );
       if (!result.ok && result.reason !== 'already_failed') {

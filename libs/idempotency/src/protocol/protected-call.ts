@@ -118,6 +118,7 @@ export function protectedCall(
     fingerprint,
     leaseSeconds: policy.leaseSeconds,
     maxLeaseSeconds: policy.maxLeaseSeconds,
+    maxCrashedOwners: policy.maxCrashedOwners,
     retryAfterSeconds: policy.retryAfterSeconds,
     ttlSeconds: policy.ttlSeconds,
     waitMs: policy.waitMs,

@@ -55,7 +55,7 @@ export interface FlightTaken {
 /** The key, when this request's own claim won it (not one it joined). */
 export function wonClaim({ flight, joined }: FlightTaken, claim: ClaimResult): WonClaim | undefined {
   return claim.claimed && !joined
-    ? { claimToken: claim.claimToken, flight, run: claim.run, steps: claim.steps }
+    ? { claimToken: claim.claimToken, flight, run: claim.run, steps: claim.steps, takenOver: claim.takenOver }
     : undefined;
 }
 
@@ -65,6 +65,8 @@ export interface WonClaim {
   flight: Flight;
   run?: number;
   steps?: readonly RecordedStep[];
+  /** When it took over a lease: the owners since the record's last clean end, each crashed (`ClaimResult`). */
+  takenOver?: readonly string[];
 }
 
 /**

@@ -92,6 +92,12 @@ export interface IdempotencyRecord {
   pendingSince: number;
   /** The process whose claim wrote the record (`ClaimInput.holder`), when the store keeps it. */
   holder?: string;
+  /**
+   * The processes that claimed the record since its last clean end (a completion, or an owner's release after its work
+   * ended), oldest first, when the store keeps them: each but the last neither completed nor released it (it crashed,
+   * or its lease ran out). A claim that takes over a lease counts them against `maxCrashedOwners`.
+   */
+  owners?: string[];
   /** Epoch seconds: the owner's last lease renewal, when it renewed at least once (else it claimed at `pendingSince`). */
   renewedAt?: number;
   /** Epoch seconds. */
@@ -126,16 +132,17 @@ export interface RecordedStep {
 }
 
 /**
- * True when a record no longer blocks a claim: a failed attempt, a completed one past its retention (`expiresAt`), or a
+ * True when a record no longer blocks a claim: a failed attempt, a completed one or a final failure (`isFinalFailure`)
+ * past its retention (`expiresAt`), or a
  * lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the margin by which this process's clock may
  * run ahead of the owner's, so a live owner is never taken over.
  */
 export function isClaimable(
-  record: Pick<IdempotencyRecord, 'status' | 'expiresAt'>,
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt'> & { response?: unknown },
   nowSeconds: number,
   clockSkewSeconds = 0,
 ): boolean {
-  if (record.status === 'FAILED') return true;
+  if (record.status === 'FAILED' && record.response === undefined) return true;
   return record.expiresAt < nowSeconds - (record.status === 'PENDING' ? clockSkewSeconds : 0);
 }
 
@@ -146,7 +153,7 @@ export function isClaimable(
  * effects (which its re-sent call would then find gone).
  */
 export function claimableBy(
-  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps'>,
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps'> & { response?: unknown },
   fingerprint: string,
   nowSeconds: number,
   clockSkewSeconds = 0,
@@ -154,4 +161,12 @@ export function claimableBy(
   if (!isClaimable(record, nowSeconds, clockSkewSeconds)) return false;
   const heldSteps = record.status === 'FAILED' && (record.steps?.length ?? 0) > 0 && record.expiresAt >= nowSeconds;
   return !heldSteps || record.fingerprint === fingerprint;
+}
+
+/**
+ * A FAILED record that carries a response is a final failure (a poisoned key): its problem is the answer to every
+ * duplicate until it expires or an operator releases it; a FAILED record without one is claimable at once.
+ */
+export function isFinalFailure(record: Pick<IdempotencyRecord, 'status'> & { response?: unknown }): boolean {
+  return record.status === 'FAILED' && record.response !== undefined;
 }

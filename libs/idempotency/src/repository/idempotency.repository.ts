@@ -35,7 +35,18 @@ export interface ClaimInput extends RecordLocation {
  * number of this run (`run`, 1 for a first claim); a store without steps leaves both out.
  */
 export type ClaimResult =
-  | { claimed: true; claimToken: string; run?: number; steps?: readonly RecordedStep[] }
+  | {
+      claimed: true;
+      claimToken: string;
+      run?: number;
+      steps?: readonly RecordedStep[];
+      /**
+       * When the claim took over a lease (the record was PENDING past its end): the owners since the record's last
+       * clean end, oldest first (`IdempotencyRecord.owners`), every one of which crashed. A store that keeps no owners
+       * leaves it out.
+       */
+      takenOver?: readonly string[];
+    }
   | { claimed: false; existing: IdempotencyRecord };
 
 /** A recovery point to record: only while `claimToken` owns the PENDING record (`IdempotencyContext.step`). */
@@ -70,6 +81,16 @@ export interface FailInput extends RecordLocation {
    * eventually consistent index or scan. A lease renewed since is its owner's (`lease_running`), never released.
    */
   leaseEndedBefore?: number;
+  /**
+   * The owner's own release after its work ended (it did not crash): the record's owners (`IdempotencyRecord.owners`)
+   * are forgotten, so the next takeover counts no crash before it. A sweep's or an operator's release keeps them.
+   */
+  endedCleanly?: boolean;
+  /**
+   * A final failure (a poisoned key): stored with the FAILED record, which is then the answer to every duplicate, not
+   * claimable, until `ttlSeconds` have passed or an operator releases it (`reopen`).
+   */
+  response?: StoredResponse;
 }
 
 export interface RenewInput extends RecordLocation {
@@ -265,5 +286,14 @@ export abstract class IdempotencyRepository {
    */
   async remove(_input: RemoveInput): Promise<RemoveResult> {
     throw new Error(`${this.constructor.name} cannot remove records`);
+  }
+
+  /**
+   * Makes a final failure (a poisoned key, `isFinalFailure`) claimable again, its steps and owners kept, conditioned on
+   * the claim token it was read with: the operator's release of a poisoned key that holds recorded steps (the next
+   * request resumes from them; one more owner may try). Stores that cannot say so.
+   */
+  async reopen(_input: Omit<RemoveInput, 'status'>): Promise<RemoveResult> {
+    throw new Error(`${this.constructor.name} cannot reopen records`);
   }
 }

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
-import { readRecord, readSteps, StoredRecord, storedRecord } from './in-memory-records';
+import { nextClaimToken, readRecord, readSteps, segmentOf, StoredRecord, storedRecord } from './in-memory-records';
 import {
   ClaimInput,
   ClaimResult,
@@ -27,17 +26,6 @@ import {
 export interface InMemoryRepositoryOptions {
   /** At most this many records are kept; past it, the oldest finished (COMPLETED or FAILED) record goes first. Default 100,000. */
   maxRecords?: number;
-}
-
-/**
- * Claim tokens of this process's in-memory stores: a random prefix and a count. A token only has to differ from every
- * other of its store (which no other process shares), and this needs no random bytes per claim.
- */
-const CLAIM_TOKEN_PREFIX = `${randomUUID().slice(0, 8)}-`;
-let claimTokens = 0;
-
-function nextClaimToken(): string {
-  return CLAIM_TOKEN_PREFIX + (++claimTokens).toString(36);
 }
 
 /** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
@@ -118,8 +106,11 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     };
     if (partition !== undefined) record.partition = partition;
     if (holder !== undefined) record.holder = holder;
+    // The owners since the last clean end: the resumed request's, then this claim's (a restart starts them again).
+    record.owners = [...(resumed?.owners ?? []), holder ?? ''];
     this.write(record, existing, now);
-    return { claimed: true, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
+    const claimed = { claimed: true as const, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
+    return resumed?.status === 'PENDING' ? { ...claimed, takenOver: [...(resumed.owners ?? [])] } : claimed;
   }
 
   override async recordStep({ key, claimToken, step }: RecordStepInput): Promise<RecordStepResult> {
@@ -167,16 +158,28 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return true;
   }
 
-  async fail({ key, claimToken, ttlSeconds, forgetRun, leaseEndedBefore }: FailInput): Promise<TransitionResult> {
+  async fail(input: FailInput): Promise<TransitionResult> {
+    const { key, claimToken, ttlSeconds, forgetRun, leaseEndedBefore, endedCleanly, response } = input;
     const now = this.clock.nowSeconds();
     const running = this.records.get(key);
     if (leaseEndedBefore !== undefined && running && !(running.expiresAt < leaseEndedBefore)) {
       return refusal(claimToken, readRecord(running));
     }
-    const result = this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now);
+    const stored = response === undefined ? undefined : JSON.stringify(response);
+    const result = this.transition(key, claimToken, 'FAILED', now + ttlSeconds, now, stored);
     const record = this.records.get(key);
     if (result.ok && forgetRun && record?.runs !== undefined) record.runs--;
+    if (result.ok && endedCleanly) delete record!.owners;
     return result;
+  }
+
+  override async reopen({ key, claimToken }: Omit<RemoveInput, 'status'>): Promise<RemoveResult> {
+    const record = this.records.get(key);
+    if (!record || record.claimToken !== claimToken || record.status !== 'FAILED' || record.response === undefined) {
+      return { removed: false, current: record && readRecord(record) };
+    }
+    delete record.response;
+    return { removed: true };
   }
 
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
@@ -286,11 +289,6 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     }
     return undefined;
   }
-}
-
-/** The segment of a parallel scan a record key falls in (its hash's last hex digits, as DynamoDB spreads keys). */
-function segmentOf(key: string, total: number): number {
-  return parseInt(key.slice(-6), 16) % total || 0;
 }
 
 /** Entries no longer kept that the finished list may hold before it is cut down. */

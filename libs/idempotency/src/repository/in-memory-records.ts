@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { stepEntryBytes } from '../response/step-value';
 import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
 
@@ -47,6 +48,7 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
   );
   if (completedAt !== undefined) record.completedAt = completedAt;
   if (stored.holder !== undefined) record.holder = stored.holder;
+  if (stored.owners !== undefined) record.owners = [...stored.owners];
   if (stored.renewedAt !== undefined) record.renewedAt = stored.renewedAt;
   if (listed) return record;
   if (response !== undefined) {
@@ -64,4 +66,20 @@ export function readSteps(steps: Map<string, string>): RecordedStep[] {
     const step = JSON.parse(json) as RecordedStep;
     return { ...step, bytes: stepEntryBytes(step.name, step.result) };
   });
+}
+
+/**
+ * Claim tokens of this process's in-memory stores: a random prefix and a count. A token only has to differ from every
+ * other of its store (which no other process shares), and this needs no random bytes per claim.
+ */
+const CLAIM_TOKEN_PREFIX = `${randomUUID().slice(0, 8)}-`;
+let claimTokens = 0;
+
+export function nextClaimToken(): string {
+  return CLAIM_TOKEN_PREFIX + (++claimTokens).toString(36);
+}
+
+/** The segment of a parallel scan a record key falls in (its hash's last hex digits, as DynamoDB spreads keys). */
+export function segmentOf(key: string, total: number): number {
+  return parseInt(key.slice(-6), 16) % total || 0;
 }
