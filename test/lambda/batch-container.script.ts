@@ -1,8 +1,9 @@
 /**
  * A Lambda container (run by containers.ts) consuming SQS batches with `processBatch`, written as docs/queues-and-jobs.md
  * writes one: the Nest application context bootstrapped once per container (dropped when its bootstrap fails), each
- * record charged once. A record whose body starts with `slow` takes 2 s. Each charge appends `<body> <pid>` to
- * RUNS_FILE, so the test counts the charges of every container.
+ * record charged once. A record whose body starts with `slow` takes 2 s; one whose body starts with `crash` takes the
+ * container's process down (SIGKILL) unless CRASH_FIXED is set. Each charge appends `<body> <pid>` to RUNS_FILE, so the
+ * test counts the charges of every container. MAX_CRASHED_OWNERS, when set, is the module's `maxCrashedOwners`.
  */
 import 'reflect-metadata';
 import { appendFileSync } from 'node:fs';
@@ -21,6 +22,7 @@ import { serveInvocations } from './invocations';
       client: localClient(process.env.DYNAMODB_ENDPOINT!),
       tableName: process.env.IDEMPOTENCY_TABLE,
       replayCache: { enabled: false },
+      ...(process.env.MAX_CRASHED_OWNERS ? { maxCrashedOwners: Number(process.env.MAX_CRASHED_OWNERS) } : {}),
     }),
   ],
 })
@@ -39,6 +41,7 @@ function application(): Promise<INestApplicationContext> {
 async function charge(record: SQSRecord): Promise<void> {
   if (record.body.startsWith('slow')) await sleep(2000);
   appendFileSync(process.env.RUNS_FILE!, `${record.body} ${process.pid}\n`);
+  if (record.body.startsWith('crash') && !process.env.CRASH_FIXED) process.kill(process.pid, 'SIGKILL');
 }
 
 const handler = async (event: SQSEvent, context: Context) =>

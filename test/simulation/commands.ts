@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import {
   Fleet,
   KEYS,
+  LEASE_SECONDS,
   modeOf,
   OPTIMISTIC_KEY,
   recordKeyOf,
@@ -262,6 +263,30 @@ export class Crash extends Step {
   }
 }
 
+/**
+ * A crashed owner, in one step: a request for the key on a long-lived process, which dies in the handler (or answers 409
+ * to someone else's live run), then time past the lease's end and the skew margin. A few in a row poison a key
+ * (`maxCrashedOwners`); with a run failing between them (`Finish`), they must not.
+ */
+export class CrashedOwner extends Step {
+  constructor(
+    readonly instance: number,
+    readonly key: number,
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    fleet.send(this.instance, this.key, 0, false);
+    await settle(fleet);
+    await fleet.check(); // its answer (a replay, a 409), judged when it was given
+    fleet.crash(this.instance);
+    fleet.advance(LEASE_SECONDS + SKEW_SECONDS + 1);
+  }
+  toString() {
+    return `crashed owner(instance ${this.instance}, key ${this.key})`;
+  }
+}
+
 /** The store throttles an instance's next claim. */
 export class Throttle extends Step {
   constructor(readonly instance: number) {
@@ -477,6 +502,7 @@ const restartRace = fc
   )
   .map(([k, i, edgeMs, between]) => new Takeover(k, i, edgeMs, 1, between));
 const heartbeat = instance.map((i) => new Heartbeat(i));
+const crashedOwner = fc.tuple(fc.constantFrom(0, 1), fc.constantFrom(0, 1)).map(([i, k]) => new CrashedOwner(i, k));
 const optimisticPair = fc
   .tuple(instance, instance, fc.constantFrom(0, 1), fc.constantFrom<'ok' | 'fail'>('ok', 'fail'))
   .filter(([first, second]) => first !== second)
@@ -504,6 +530,8 @@ export const steps = [
   fc.tuple(fc.constantFrom(0, 1), instance, instance).map(([k, from, to]) => new ExpiryEdge(k, from, to)),
   takeover,
   fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
+  crashedOwner,
+  crashedOwner,
   instance.map((i) => new Throttle(i)),
   fc
     .tuple(
@@ -543,6 +571,7 @@ export const fencingSteps = [
   lateOwner,
   lateOwner,
   optimisticPair,
+  crashedOwner,
 ];
 
 /**
@@ -554,5 +583,7 @@ export const fleetLayouts = fc
     fc.tuple(fc.boolean(), fc.boolean(), fc.boolean()),
     fc.array(fc.constantFrom(-1, 0, 1), { minLength: 3, maxLength: 3 }),
     fc.constantFrom(TTL_SECONDS, TTL_SECONDS, 8),
+    // maxCrashedOwners: off, small caps that takeovers reach, and the default.
+    fc.constantFrom(0, 1, 2, 3),
   )
-  .map(([cached, offsets, ttlSeconds]) => ({ cached, offsets, ttlSeconds }));
+  .map(([cached, offsets, ttlSeconds, maxCrashedOwners]) => ({ cached, offsets, ttlSeconds, maxCrashedOwners }));

@@ -15,6 +15,7 @@ import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
 import { runBefore } from '../../libs/idempotency/src/protocol/invocation-deadline';
 import { StoreReadiness } from '../../libs/idempotency/src/startup/store-readiness';
+import { DEFAULT_MAX_CRASHED_OWNERS } from '../../libs/idempotency/src/idempotency.constants';
 import { INVARIANTS, InvariantId } from './invariants';
 import { InstanceClock, InstanceRepository, SimulatedStore, SKEW_SECONDS, Time } from './stores';
 
@@ -91,6 +92,7 @@ export class Instance {
       pendingTtlSeconds: LEASE_SECONDS,
       clockSkewSeconds: SKEW_SECONDS,
       ttlSeconds: fleet.layout.ttlSeconds ?? TTL_SECONDS,
+      maxCrashedOwners: fleet.layout.maxCrashedOwners ?? DEFAULT_MAX_CRASHED_OWNERS,
       replayCache: cached ? { maxEntries: 100, maxAgeSeconds: MAX_AGE_SECONDS } : { enabled: false },
       startupCheck: false,
     });
@@ -162,7 +164,7 @@ export class Fleet {
      * Which instances keep a replay cache, (optionally) how far each one's clock starts off true time, in seconds, and
      * how long answers are kept (`ttlSeconds`, default `TTL_SECONDS`).
      */
-    readonly layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number },
+    readonly layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number; maxCrashedOwners?: number },
     readonly store: SimulatedStore,
     readonly time: Time,
   ) {
@@ -170,6 +172,7 @@ export class Fleet {
     // Clocks that start apart (within the skew), so that an owner behind and a claimer ahead meet often.
     layout.offsets?.forEach((seconds, index) => (this.instances[index].clock.offsetMs = seconds * 1000));
     // A renewal that lands moves its run's lease on: the run holds the key until then (invariant 1).
+    store.oracle.maxCrashedOwners = layout.maxCrashedOwners ?? DEFAULT_MAX_CRASHED_OWNERS;
     store.oracle.onLanded = (write) => {
       if (write.kind !== 'renew') return;
       for (const run of this.executions) {
@@ -245,6 +248,9 @@ export class Fleet {
       );
     }
     this.checkExecution(execution);
+    if (this.store.oracle.poisonDue.has(claimToken)) {
+      this.violate('poison-capped', `run ${execution.id} of key ${key} started after maxCrashedOwners owners crashed`);
+    }
     this.executions.push(execution);
     request.execution = execution;
     const finished = new Promise<void>((resolve, reject) => {
@@ -414,6 +420,7 @@ export class Fleet {
     for (let key = 0; key < KEYS; key++) records.set(key, await this.store.read(recordKeyOf(key), scopeTextOf(key)));
     // Invariant 10: every write that landed since the last step, judged as it landed; then the records as they are.
     for (const fault of this.store.oracle.violations.splice(0)) this.violate('writes-fenced', fault);
+    for (const fault of this.store.oracle.poisonViolations.splice(0)) this.violate('poison-capped', fault);
     for (const [key, record] of records) this.store.oracle.sync(recordKeyOf(key), record);
     // Invariant 11, on the DynamoDB store: the index of keys in flight holds exactly the PENDING records.
     for (const [key, record] of records) {

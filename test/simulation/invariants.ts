@@ -22,9 +22,11 @@ export const INVARIANTS = {
   'admin-conditional':
     'An operator changes only what it read: a release or purge removes a record only if it is still the one the command read (the same claim, the same state); one that changed meanwhile is left as it is.',
   'writes-fenced':
-    'Every write lands only where it may, whatever the answers say: a completion, failure, renewal or step only on the PENDING record its own claim owns; a claim only over a lease past its end by the clock-skew margin, a completed record past its expiry or a failed one (one that holds recorded steps only for its own request, until it expires), and with steps only those of its own request; a sweep only on a lease past its end by the margin; an operator’s command only on the record as it read it; and a completion or failure keeps the record as long as it asked.',
+    'Every write lands only where it may, whatever the answers say: a completion, failure, renewal or step only on the PENDING record its own claim owns; a claim only over a lease past its end by the clock-skew margin, a completed record past its expiry or a failed one (a poisoned one only once it expired; one that holds recorded steps only for its own request, until it expires), and with steps only those of its own request; a sweep only on a lease past its end by the margin; an operator’s command only on the record as it read it; and a completion or failure keeps the record as long as it asked.',
   'in-flight-indexed':
     'The index of keys in flight holds exactly the keys in flight: every PENDING record carries its shard, and no finished or removed one does, after every write.',
+  'poison-capped':
+    'A poisoned key is capped, and only a poisoned one: a handler never starts under a claim that took a lease over after maxCrashedOwners owners of the key in a row crashed (since its last clean end: a completion, an owner’s own release, or the record’s removal), and only such a claim stores a key as poisoned.',
 } as const;
 
 export type InvariantId = keyof typeof INVARIANTS;

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { Advance, Finish, fencingSteps, fleetLayouts, Remove, Send, Skew, steps } from './commands';
+import { Advance, CrashedOwner, Finish, fencingSteps, fleetLayouts, Remove, Send, Skew, steps } from './commands';
 import { Fleet } from './fleet';
 import { dynaliteStore, inMemoryStore, SimulatedStore, Time } from './stores';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -31,7 +31,7 @@ const itNormally = powerOut ? it.skip : it;
 type Sequence = Iterable<fc.AsyncCommand<object, Fleet>>;
 
 async function simulate(
-  layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number },
+  layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number; maxCrashedOwners?: number },
   sequence: Sequence,
   store: (time: Time) => SimulatedStore | Promise<SimulatedStore> = inMemoryStore,
 ) {
@@ -122,6 +122,28 @@ describe('the protocol simulation on the in-memory store', () => {
   ])('%s', async (_name, sequence) => {
     if (powerOut) return;
     await simulate(cachedEverywhere, sequence);
+  });
+
+  // Poison keys (`maxCrashedOwners` 2): a clean release between crashes starts the count again; two crashes in a row
+  // poison the key at the next takeover, and nothing runs under that claim.
+  it.each([
+    [
+      'crash, takeover, clean failure, crash, takeover: one crash since the clean end, so the last claim runs',
+      [
+        new CrashedOwner(0, 0),
+        new Send(1, 0, 0, false),
+        new Finish(0, 'fail'),
+        new CrashedOwner(0, 0),
+        new Send(1, 0, 0, false),
+      ],
+    ],
+    [
+      'two crashed owners in a row: the third claim poisons the key, and every duplicate gets key-poisoned',
+      [new CrashedOwner(0, 0), new CrashedOwner(1, 0), new Send(0, 0, 0, false), new Send(1, 0, 0, false)],
+    ],
+  ])('%s', async (_name, sequence) => {
+    if (powerOut) return;
+    await simulate({ cached: [false, false, false], maxCrashedOwners: 2 }, sequence);
   });
 
   it('checks the invariants docs/invariants.md states, word for word', () => {

@@ -184,7 +184,13 @@ export class InstanceRepository extends IdempotencyRepository {
       () => this.inner.fail(input),
       (result, sent, now) =>
         result.ok
-          ? { ...this.write(input.key, sent, now), kind: 'fail', token: input.claimToken, ttlSeconds: input.ttlSeconds }
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'fail',
+              token: input.claimToken,
+              ttlSeconds: input.ttlSeconds,
+              final: input.response !== undefined,
+            }
           : undefined,
     );
   renew = (input: RenewInput) =>
@@ -231,6 +237,12 @@ export class InstanceRepository extends IdempotencyRepository {
           : undefined,
     );
   };
+  override reopen = (input: Omit<RemoveInput, 'status'>) =>
+    this.as(
+      () => this.inner.reopen(input),
+      (result, sent, now) =>
+        result.removed ? { ...this.write(input.key, sent, now), kind: 'reopen', token: input.claimToken } : undefined,
+    );
   override supportsCommitWith = async () => false;
 }
 

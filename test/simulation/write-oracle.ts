@@ -7,7 +7,9 @@ export type Writer = 'owner' | 'sweep' | 'operator';
 export type LandedWrite = { key: string; sent: number; nowSeconds: number; skew: number; writer: Writer } & (
   | { kind: 'claim'; token: string; fingerprint: string; leaseSeconds: number; resumedSteps: number }
   | { kind: 'put-completed'; token: string; fingerprint: string; ttlSeconds: number }
-  | { kind: 'complete' | 'fail'; token: string; ttlSeconds: number }
+  | { kind: 'complete'; token: string; ttlSeconds: number }
+  | { kind: 'fail'; token: string; ttlSeconds: number; final: boolean }
+  | { kind: 'reopen'; token: string }
   | { kind: 'renew'; token: string; leaseSeconds: number }
   | { kind: 'step'; token: string }
   | { kind: 'remove'; token: string; status: IdempotencyStatus }
@@ -20,6 +22,8 @@ interface Known {
   expiresAt: number;
   fingerprint: string;
   steps: boolean;
+  /** A final failure (a poisoned key): claimable only once expired. */
+  final: boolean;
   at: number;
 }
 
@@ -46,6 +50,17 @@ export class WriteOracle {
   private readonly resentAt = new Map<string, number>();
   /** Told of every write that lands (the fleet follows renewals). */
   onLanded?: (write: LandedWrite) => void;
+  /** The fleet's `maxCrashedOwners` (0: off). */
+  maxCrashedOwners = 0;
+  /**
+   * Per record: the claims since its last clean end (a completion, an owner's own release, its removal), in order; each
+   * but the last, once another claims, crashed on it (it never ended cleanly).
+   */
+  private readonly owners = new Map<string, string[]>();
+  /** The claims that took a lease over after `maxCrashedOwners` owners in a row crashed: they must poison the key. */
+  readonly poisonDue = new Set<string>();
+  /** Poisonings by a claim that was not due to poison (invariant 12). */
+  readonly poisonViolations: string[] = [];
 
   /** A call is being sent: its place in the order of events. */
   sent(): number {
@@ -73,6 +88,7 @@ export class WriteOracle {
       }
     }
     this.retention.delete(key);
+    if (!record) this.owners.delete(key); // removed, or deleted by the table's TTL: the count starts again
     this.known.set(
       key,
       record && {
@@ -81,6 +97,7 @@ export class WriteOracle {
         expiresAt: record.expiresAt,
         fingerprint: record.fingerprint,
         steps: (record.steps?.length ?? 0) > 0,
+        final: record.status === 'FAILED' && record.response !== undefined,
         at: ++this.order,
       },
     );
@@ -94,12 +111,50 @@ export class WriteOracle {
     const fault = judged ? this.fault(write, before) : undefined;
     if (fault)
       this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);
+    this.countOwners(write, before);
     this.known.set(write.key, this.after(write, before));
     if (write.kind === 'complete' || write.kind === 'fail' || write.kind === 'put-completed') {
       const status = write.kind === 'fail' ? 'FAILED' : 'COMPLETED';
       this.retention.set(write.key, { token: write.token, status, expiresAt: write.nowSeconds + write.ttlSeconds });
     }
     this.onLanded?.(write);
+  }
+
+  /**
+   * Invariant 12's bookkeeping, from the writes alone: a claim that takes a lease over (of the same request) after
+   * `maxCrashedOwners` owners in a row crashed is due to poison the key; a poisoning by any other claim is a violation.
+   * A clean end (a completion, an owner's own release) or a removal starts the count again; a sweep's or an operator's
+   * release does not (it lets one more owner try).
+   */
+  private countOwners(write: LandedWrite, before: Known | undefined): void {
+    const { key } = write;
+    switch (write.kind) {
+      case 'claim': {
+        const same = before && before.status !== 'COMPLETED' && before.fingerprint === write.fingerprint;
+        const previous = same ? (this.owners.get(key) ?? []) : [];
+        const cap = this.maxCrashedOwners;
+        if (before?.status === 'PENDING' && same && cap > 0 && previous.length >= cap) this.poisonDue.add(write.token);
+        this.owners.set(key, [...previous, write.token]);
+        return;
+      }
+      case 'fail':
+        if (write.final && !this.poisonDue.has(write.token)) {
+          const crashed = (this.owners.get(key) ?? []).length - 1;
+          this.poisonViolations.push(
+            `claim ${write.token} poisoned the key after ${crashed} crashed owner(s) (maxCrashedOwners ${this.maxCrashedOwners})`,
+          );
+        }
+        // An owner's own release is a clean end, whatever the protocol told the store (a sweep's or an operator's is not).
+        if (write.writer === 'owner' && !write.final) this.owners.delete(key);
+        return;
+      case 'complete':
+      case 'put-completed':
+      case 'remove':
+        this.owners.delete(key);
+        return;
+      default:
+        return;
+    }
   }
 
   private fault(write: LandedWrite, before: Known | undefined): string | undefined {
@@ -113,6 +168,7 @@ export class WriteOracle {
         }
         if (before.status === 'COMPLETED' && !(before.expiresAt < now))
           return `an unexpired completed record (now ${now})`;
+        if (before.final && !(before.expiresAt < now)) return `an unexpired poisoned record (now ${now})`;
         const held = before.status === 'FAILED' && before.steps && before.expiresAt >= now;
         if (held && before.fingerprint !== write.fingerprint)
           return 'a released record that holds another request’s steps';
@@ -123,6 +179,10 @@ export class WriteOracle {
         }
         return undefined;
       }
+      case 'reopen':
+        if (before?.status !== 'FAILED' || !before.final || before.token !== write.token)
+          return 'not the poisoned record as it was read';
+        return undefined;
       case 'remove':
         if (before?.status !== write.status || before.token !== write.token) return 'not the record as it was read';
         if (write.writer === 'sweep' && !(before.expiresAt < now - write.skew))
@@ -143,20 +203,24 @@ export class WriteOracle {
     switch (write.kind) {
       case 'claim': {
         const { token, fingerprint, leaseSeconds, resumedSteps } = write;
-        return { status: 'PENDING', token, expiresAt: now + leaseSeconds, fingerprint, steps: resumedSteps > 0, at };
+        const steps = resumedSteps > 0;
+        return { status: 'PENDING', token, expiresAt: now + leaseSeconds, fingerprint, steps, final: false, at };
       }
       case 'put-completed': {
         const { token, fingerprint, ttlSeconds } = write;
-        return { status: 'COMPLETED', token, expiresAt: now + ttlSeconds, fingerprint, steps: false, at };
+        return { status: 'COMPLETED', token, expiresAt: now + ttlSeconds, fingerprint, steps: false, final: false, at };
       }
       case 'remove':
         return undefined;
+      case 'reopen':
+        return before && { ...before, final: false, at };
       case 'complete':
       case 'fail':
         return (
           before && {
             ...before,
             status: write.kind === 'fail' ? 'FAILED' : 'COMPLETED',
+            final: write.kind === 'fail' && write.final,
             expiresAt: now + write.ttlSeconds,
             at,
           }

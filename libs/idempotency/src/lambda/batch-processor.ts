@@ -1,5 +1,9 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyRecordUnreadableError, IdempotencyResultNotStoredError } from '../errors/idempotency.errors';
+import {
+  IdempotencyKeyPoisonedError,
+  IdempotencyRecordUnreadableError,
+  IdempotencyResultNotStoredError,
+} from '../errors/idempotency.errors';
 import { CallSettings } from '../options/route-settings';
 import type { IdempotencyContext } from '../protocol/idempotency-context';
 import type { ExecuteOptions, IdempotencyService } from '../protocol/idempotency.service';
@@ -174,6 +178,15 @@ class Batch<T extends BatchRecord, R> {
       if (error instanceof IdempotencyResultNotStoredError || error instanceof IdempotencyRecordUnreadableError) {
         logger.log({ msg: 'record completed before (its result was not kept for replay): skipped', item });
         return true;
+      }
+      // Poisoned (its handler crashed `maxCrashedOwners` containers): still a failure, never dropped as done, so that the
+      // queue's redrive policy moves it to its dead-letter queue (SQS) or the stream's on-failure destination takes it.
+      if (error instanceof IdempotencyKeyPoisonedError) {
+        logger.error({
+          msg: 'record poisoned (its handler is not run); reported until the redrive policy moves it',
+          item,
+        });
+        return false;
       }
       logger.warn({ msg: 'record failed; reported for redelivery', item, error: String(error) });
       return false;
