@@ -10,10 +10,10 @@ export function claimCases(c: ContractContext): void {
     const claimToken = await claimed(at);
     strictEqual(typeof claimToken, 'string');
     const now = c.clock.nowSeconds();
-    // Steps and the run count are the steps part's to check (a store may leave them out).
+    // Steps and the run count are the steps part's to check, the owners the poison part's (a store may leave them out).
     const read = await c.repository.get(at);
     ok(read, 'the claimed record must be read back');
-    const { steps: _steps, runs: _runs, ...record } = read;
+    const { steps: _steps, runs: _runs, owners: _owners, ...record } = read;
     sameData(
       { partition: at.partition, ...record, completedAt: record?.completedAt, response: record?.response },
       {

@@ -6,6 +6,7 @@ import { claimCases } from './contract-claims';
 import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
 import { optimisticCases } from './contract-optimistic';
+import { poisonCases } from './contract-poison';
 import { stepCases } from './contract-steps';
 import { ManualClock } from './manual-clock';
 
@@ -35,13 +36,18 @@ export interface ContractOptions extends Partial<TestFunctions> {
   removes?: boolean;
   /** The store records steps (`recordStep`, `IdempotencyContext.step`). Default true. */
   steps?: boolean;
+  /**
+   * The store keeps the owners since a record's last clean end and hands them to a claim that takes a lease over
+   * (`ClaimResult.takenOver`: poison keys). Default true; without it, keys are never poisoned on this store.
+   */
+  owners?: boolean;
 }
 
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
  * claims, complete, fail and renew fenced by the claim token, optimistic mode's one-write put, expired leases taken over, retention, round-tripped
- * responses, the scan in pages, the retried claim whose first attempt landed, an operator's removal of one record, and the
- * steps (recovery points) a resumed claim hands back. The module's own DynamoDB and in-memory repositories
+ * responses, the scan in pages, the retried claim whose first attempt landed, an operator's removal of one record, the
+ * steps (recovery points) a resumed claim hands back, and poison keys (final failures, the owners a takeover learns). The module's own DynamoDB and in-memory repositories
  * pass it.
  *
  * @example
@@ -57,7 +63,7 @@ export function describeRepositoryContract(
 ): void {
   const globals = globalThis as unknown as TestFunctions;
   const { describe = globals.describe, it = globals.it, beforeEach = globals.beforeEach } = options;
-  const { networked = false, partitions = true, removes = true, steps = true } = options;
+  const { networked = false, partitions = true, removes = true, steps = true, owners = true } = options;
   describe(`${name} repository contract`, () => {
     let subject: { repository: IdempotencyRepository; clock: ManualClock; loseNextClaimAnswer?: () => void };
     let keys = 0;
@@ -106,5 +112,6 @@ export function describeRepositoryContract(
     optimisticCases(context);
     if (removes) adminCases(context, { partitions });
     if (steps) stepCases(context);
+    poisonCases(context, { owners, removes });
   });
 }
