@@ -103,7 +103,7 @@ describe('the conformance kit: outputs, seeds and usage', () => {
     }
   }, 60_000);
 
-  it('--seed with --key-prefix replays a run: the same requests, bodies and keys; another seed sends another body', async () => {
+  it('--seed with --key-prefix replays a run: the same requests, bodies and keys (storm retries apart); another seed sends another body', async () => {
     const logs: string[] = [];
     for (const seed of ['7', '7', '8']) {
       const log = join(work, `requests-${logs.length}.log`);
@@ -113,9 +113,10 @@ describe('the conformance kit: outputs, seeds and usage', () => {
       } finally {
         await server.stop();
       }
-      logs.push(readFileSync(log, 'utf8').split('\n').sort().join('\n'));
+      // Each distinct request once: how often a storm's duplicates retry their 409s depends on the machine's timing.
+      logs.push([...new Set(readFileSync(log, 'utf8').split('\n'))].sort().join('\n'));
     }
-    expect(logs[0].split('\n').length).toBeGreaterThan(40);
+    expect(logs[0].split('\n').length).toBeGreaterThan(12);
     expect(logs[1]).toBe(logs[0]);
     expect(logs[2]).not.toBe(logs[0]);
   }, 60_000);

@@ -1,3 +1,4 @@
+import { OutcomeDoorInterceptor, OutcomeDoors } from './contexts/outcome-door.interceptor';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
@@ -108,6 +109,8 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
     IdempotentRoutesCheck,
+    OutcomeDoors,
+    OutcomeDoorInterceptor,
     OpenApiRoutes,
     HttpContextAdapter,
     RpcContextAdapter,
@@ -131,6 +134,8 @@ function watchedClient(client: DynamoDBClient, options: ResolvedIdempotencyOptio
     IdempotencyExceptionFilter,
     IdempotencyReconciler,
     IdempotencyHealthIndicator,
+    OutcomeDoors,
+    OutcomeDoorInterceptor,
     HttpContextAdapter,
     RpcContextAdapter,
     GraphqlContextAdapter,

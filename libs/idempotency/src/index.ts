@@ -15,6 +15,8 @@ export type {
 } from './options/idempotency.options';
 export type { EncryptionOptions } from './response/response-sealing';
 export { Idempotent } from './decorators/idempotent.decorator';
+export { IdempotentOutcome } from './decorators/idempotent-outcome.decorator';
+export type { IdempotentOutcomeOptions } from './decorators/idempotent-outcome.decorator';
 export { tickKey } from './keys/tick-key';
 export { IdempotentRoute } from './decorators/idempotent-route.metadata';
 export { IdempotencyService } from './protocol/idempotency.service';
@@ -23,7 +25,14 @@ export { OneTimeTokens } from './protocol/one-time-tokens';
 export type { ConsumeOnceOptions } from './protocol/one-time-tokens';
 export { MAX_COMMIT_WRITES } from './repository/commit-write';
 export type { CommitWrite } from './repository/commit-write';
-export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
+export type {
+  CallSettings,
+  ExecuteOptions,
+  KeyOutcome,
+  OutcomeTarget,
+  ProtectedCall,
+  ProtectedWork,
+} from './protocol/idempotency.service';
 export type { CallPolicy } from './options/route-settings';
 export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';
@@ -49,7 +58,9 @@ export {
   IdempotencyLeaseLostError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
+  IdempotencyKeyPoisonedError,
   IdempotencyMismatchError,
+  IdempotencyOutcomeNotFoundError,
   IdempotencyRecordUnreadableError,
   IdempotencyRequestInvalidError,
   IdempotencyResultNotStoredError,
@@ -83,6 +94,7 @@ export type {
   StoredResponse,
 } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
+export { isFinalFailure } from './repository/idempotency.record';
 export type {
   ClaimInput,
   ClaimResult,
@@ -114,6 +126,7 @@ export type { RecordAttribute, TableLayoutOptions } from './dynamodb/table-layou
 export {
   DEFAULT_FAILED_TTL_SECONDS,
   DEFAULT_KEY_HEADER,
+  DEFAULT_MAX_CRASHED_OWNERS,
   DEFAULT_MAX_LEASE_SECONDS,
   DEFAULT_PENDING_TTL_SECONDS,
   DEFAULT_REPLAY_HEADERS,

@@ -2,6 +2,7 @@ import { DEFAULT_CLIENT_MAX_ELAPSED_MS } from '../idempotency.constants';
 import { IN_FLIGHT_PROBLEM_TYPE } from './problem-type';
 import { derivedKey, stepKey } from './derived-key';
 import { backoffMs, retryAfterMs } from './retry-delay';
+import { askOutcomeDoor, IdempotentNotProcessedError } from './outcome-door';
 
 /** Options of `createIdempotentClient`. */
 export interface IdempotentClientOptions {
@@ -22,13 +23,19 @@ export interface IdempotentClientOptions {
   maxElapsedMs?: number;
   /** The `fetch` to use. Default the global one. */
   fetch?: typeof fetch;
+  /**
+   * The outcome doors the server declares (`@IdempotentOutcome()`), by call: `{ 'POST /uploads': '/uploads/outcome' }`
+   * (the method and the path as passed to `request`). A call with a stream body is sent once; after an ambiguous
+   * failure it asks its door for the outcome by key instead of giving up (docs/outcomes-by-key.md).
+   */
+  outcomes?: Record<string, string>;
 }
 
 /** One logical call. */
 export interface IdempotentRequestOptions {
   /**
-   * JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. A stream is refused: a retry
-   * could not send it again.
+   * JSON-encoded unless it is a string, bytes, `FormData`, `URLSearchParams` or a `Blob`. A stream is sent once, and
+   * only to a call with an outcome door (`outcomes`, `outcomeUrl`): a retry could not send it again.
    */
   body?: unknown;
   headers?: Record<string, string>;
@@ -42,6 +49,8 @@ export interface IdempotentRequestOptions {
   name?: string;
   /** Aborts the call, its waits included. */
   signal?: AbortSignal;
+  /** This call's outcome door (a GET of the key), over the client's `outcomes`. */
+  outcomeUrl?: string;
 }
 
 /** The answer to a logical call: its last attempt's. */
@@ -91,20 +100,26 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
     maxAttempts = 5,
     maxElapsedMs = DEFAULT_CLIENT_MAX_ELAPSED_MS,
     fetch: send = globalThis.fetch,
+    outcomes = {},
   } = options;
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer ≥ 1');
   if (!(maxElapsedMs >= 0)) throw new RangeError('maxElapsedMs must be a number of milliseconds ≥ 0');
   return {
     async request<T>(method: string, url: string, call: IdempotentRequestOptions = {}) {
-      if (isStream(call.body)) {
+      const door = call.outcomeUrl ?? outcomes[`${method.toUpperCase()} ${url}`];
+      const once = isStream(call.body);
+      if (once && door === undefined) {
         throw new TypeError(
-          'IdempotentClient: a stream body cannot be sent again on a retry; pass its bytes (a Buffer, a string, a Blob).',
+          'IdempotentClient: a stream body cannot be sent again on a retry; pass its bytes (a Buffer, a string, a Blob), ' +
+            "or declare the call's outcome door (outcomes, outcomeUrl) so that its outcome is asked by key instead.",
         );
       }
       const key =
         call.key ?? (call.name === undefined ? (stepKey() ?? globalThis.crypto.randomUUID()) : derivedKey(call.name));
       const target = baseUrl === undefined ? url : new URL(url, baseUrl).toString();
       const init = requestInit(method, call, keyHeader, key);
+      const resolve = (path: string) => (baseUrl === undefined ? path : new URL(path, baseUrl).toString());
+      const signalFor = (left: number) => attemptSignal(call.signal, left);
       const deadline = performance.now() + maxElapsedMs;
       for (let attempt = 1, faults = 0; ; attempt++) {
         let answer: IdempotentResponse<T>;
@@ -114,6 +129,13 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
           answer = await answerOf<T>(await send(target, { ...init, signal }), attempt, key);
         } catch (error) {
           if (call.signal?.aborted) throw error;
+          if (once) {
+            // Sent, and no answer: it may have run. Its body cannot go again; its outcome is asked by its key.
+            const headers = new Headers({ [keyHeader]: key, ...(call.headers ?? {}) });
+            headers.delete('content-type');
+            const asked = askOutcomeDoor(send, resolve(door!), headers, deadline, signalFor, key, error);
+            return await answerOf<T>(await asked.catch(rethrownAs(attempt, key)), attempt, key);
+          }
           const delay = backoffMs(attempt);
           if (++faults >= maxAttempts || performance.now() + delay > deadline) {
             throw new IdempotentRequestError(attempt, key, error);
@@ -121,12 +143,20 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
           await wait(delay, call.signal);
           continue;
         }
-        const retry = retryDelay(answer, attempt);
+        const retry = once ? undefined : retryDelay(answer, attempt);
         if (retry === undefined || (retry.fault && ++faults >= maxAttempts)) return answer;
         if (performance.now() + retry.delay > deadline) return answer;
         await wait(retry.delay, call.signal);
       }
     },
+  };
+}
+
+/** A network error of the door past the call's time, as the call's own (`IdempotentRequestError`); others as they are. */
+function rethrownAs(attempts: number, key: string) {
+  return (error: unknown): never => {
+    if (error instanceof IdempotentNotProcessedError) throw error;
+    throw new IdempotentRequestError(attempts, key, error);
   };
 }
 
@@ -140,11 +170,13 @@ function requestInit(method: string, call: IdempotentRequestOptions, keyHeader: 
   const headers = new Headers(call.headers);
   headers.set(keyHeader, key);
   let body = call.body as RequestInit['body'];
-  if (call.body !== undefined && !isRawBody(call.body)) {
+  if (call.body !== undefined && !isRawBody(call.body) && !isStream(call.body)) {
     body = JSON.stringify(call.body);
     if (!headers.has('content-type')) headers.set('content-type', 'application/json');
   }
-  return { method: method.toUpperCase(), headers, body, signal: call.signal };
+  // A stream is sent as it is read (fetch needs `duplex: 'half'` for it).
+  const duplex = isStream(call.body) ? { duplex: 'half' as const } : {};
+  return { method: method.toUpperCase(), headers, body, signal: call.signal, ...duplex };
 }
 
 /** A web `ReadableStream`, or a Node stream or async iterable: read once, so never re-sent. */

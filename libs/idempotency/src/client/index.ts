@@ -8,3 +8,4 @@ export type {
   IdempotentResponse,
 } from './idempotent-client';
 export { backoffMs, retryAfterMs } from './retry-delay';
+export { IdempotentNotProcessedError } from './outcome-door';

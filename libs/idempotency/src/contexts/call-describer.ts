@@ -12,6 +12,7 @@ import { recordKey, scopePartition, scopeText } from '../keys/record-key';
 import { PartitionKeyValue, Scope } from '../options/idempotency.options';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { IdempotencyService, ProtectedCall } from '../protocol/idempotency.service';
+import { RecordLocation } from '../repository/idempotency.repository';
 import { ContextAdapter, InterceptedCall } from './context-adapter';
 
 /**
@@ -35,21 +36,31 @@ export class CallDescriber {
    * fingerprint has to wait (uploaded files on disk).
    */
   describe(call: InterceptedCall, adapter: ContextAdapter): ProtectedCall | undefined | Promise<ProtectedCall> {
-    const key = this.keyOf(call, adapter);
-    if (key === undefined) {
-      if (call.route.required === false) return undefined;
-      throw new IdempotencyKeyMissingError(adapter.missingKey(call));
-    }
     const operation = adapter.operation(call);
-    const request = adapter.request(call);
-    const scope = this.scopeOf(call, request, operation, adapter.defaultScope);
-    const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
-    const record = recordKey(operation, scope, key);
+    const location = this.locate(call, adapter, operation);
+    if (location === undefined) return undefined;
+    const { key: record, partition } = location;
     const settings = partition === undefined ? call.route : { ...call.route, partition };
     const chosen = call.route.fingerprint && this.chosenFingerprint(call, adapter, operation);
     const fingerprint = adapter.fingerprint(call, chosen);
     if (typeof fingerprint === 'string') return this.service.call(record, fingerprint, settings);
     return fingerprint.then((digest) => this.service.call(record, digest, settings));
+  }
+
+  /**
+   * Where the call's record is: its operation, the caller's scope and key, and its partition in a sort-key layout.
+   * Undefined when an optional key is absent; a missing required one is a 400.
+   */
+  locate(call: InterceptedCall, adapter: ContextAdapter, operation: string): RecordLocation | undefined {
+    const key = this.keyOf(call, adapter);
+    if (key === undefined) {
+      if (call.route.required === false) return undefined;
+      throw new IdempotencyKeyMissingError(adapter.missingKey(call));
+    }
+    const request = adapter.request(call);
+    const scope = this.scopeOf(call, request, operation, adapter.defaultScope);
+    const partition = this.options.layout.sortKey ? this.partitionOf(call, request, scope, operation) : undefined;
+    return { key: recordKey(operation, scope, key), partition };
   }
 
   /** The caller's key, validated. A key function that throws is an invalid key (400), logged, never a raw error. */

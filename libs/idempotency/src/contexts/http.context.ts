@@ -135,6 +135,16 @@ export class HttpContextAdapter implements ContextAdapter {
     return replayedBody(stored);
   }
 
+  /** A request header's value (an outcome door's `Prefer`). */
+  requestHeader(context: ExecutionContext, name: string): unknown {
+    return requestOf(context).headers?.[name];
+  }
+
+  /** Sets a response header (an outcome door's `Preference-Applied`). */
+  setHeader(context: ExecutionContext, name: string, value: string): void {
+    this.adapterHost.httpAdapter.setHeader(responseOf(context), name, value);
+  }
+
   headerNames({ context }: InterceptedCall): string[] {
     return headerNamesOf(responseOf(context));
   }

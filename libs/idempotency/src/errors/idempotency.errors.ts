@@ -144,6 +144,27 @@ export class IdempotencyKeyPoisonedError extends IdempotencyError {
 }
 
 /**
+ * An outcome asked by its key alone (`@IdempotentOutcome()`) that is not there: no record for this caller's key (never
+ * received, purged, past its retention), or one that was released (it failed, or its owner died): sending the request
+ * again runs it.
+ */
+export class IdempotencyOutcomeNotFoundError extends IdempotencyError {
+  override readonly name = 'IdempotencyOutcomeNotFoundError';
+  readonly outcome = 'outcome_not_found';
+  constructor(readonly state: 'unknown' | 'released') {
+    super(
+      state === 'released'
+        ? 'The request with this idempotency key did not complete (it failed, or its server stopped) and nothing runs it now: send it again with the same key.'
+        : 'No request with this idempotency key is known to this operation for this caller (never received, or past its retention).',
+    );
+  }
+
+  override problemExtensions(): Record<string, unknown> {
+    return { state: this.state };
+  }
+}
+
+/**
  * The request carries a body that nothing parsed before the fingerprint was taken (no body parser for its content type,
  * or an upload interceptor bound inside `@Idempotent()`): it cannot be told apart from another request, so the handler
  * does not run.

@@ -16,6 +16,7 @@ export type ProblemOutcome =
   | 'fingerprint_failed'
   | 'reentrant_call'
   | 'key_poisoned'
+  | 'outcome_not_found'
   | 'store_misconfigured'
   | 'store_throttled'
   | 'store_unavailable';
@@ -116,6 +117,12 @@ export const PROBLEMS = {
     slug: 'key-poisoned',
     title: 'Idempotency key poisoned',
     status: 500,
+  },
+  outcome_not_found: {
+    event: 'outcome-not-found',
+    slug: 'outcome-not-found',
+    title: 'No outcome for this idempotency key',
+    status: 404,
   },
   store_misconfigured: {
     event: 'misconfigured',

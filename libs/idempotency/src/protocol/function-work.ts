@@ -5,6 +5,7 @@ import { checkOperationFits, recordKey, scopePartition, scopeText } from '../key
 import { validateCallSettings } from '../options/option-checks';
 import { ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { replayedBody, storedTypedResult } from '../response/stored-response.codec';
+import { RecordLocation } from '../repository/idempotency.repository';
 import { IdempotencyContext } from './idempotency-context';
 import { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -32,6 +33,20 @@ export function checkExecuteOptions(options: Omit<ExecuteOptions, 'key'>, module
   validateCallSettings(options, where, module.clockSkewSeconds);
 }
 
+/** Where `execute()` keeps the record of a call: `fn <operation>`, the scope and the key (validated), its partition. */
+export function functionRecord(
+  options: Pick<ExecuteOptions, 'operation' | 'key' | 'scope' | 'partitionKeyValue'>,
+  module: ModuleSettings,
+  caller: string,
+): RecordLocation {
+  const key = validateKey(options.key);
+  if (key === undefined) throw new IdempotencyKeyMissingError(`${caller} needs a key.`);
+  const { keyPrefix, sortKey } = module.layout;
+  const scope = scopeText(options.scope);
+  const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, scope)) : undefined;
+  return { key: recordKey(`fn ${options.operation}`, scope, key), partition };
+}
+
 /**
  * `IdempotencyService.execute()`'s work: a plain function, keyed by `fn <operation>`, the caller's key and scope, its
  * result stored as the JSON it would be sent as. The options are checked before anything is claimed.
@@ -46,15 +61,8 @@ export function functionWork<T>(
   const { operation } = options;
   return {
     describe: () => {
-      const key = validateKey(options.key);
-      if (key === undefined) throw new IdempotencyKeyMissingError('IdempotencyService.execute needs a key.');
-      const { keyPrefix, sortKey } = module.layout;
-      const scope = scopeText(options.scope);
-      const partition = sortKey ? (options.partitionKeyValue ?? scopePartition(keyPrefix, scope)) : undefined;
-      return fill(recordKey(`fn ${operation}`, scope, key), fingerprintValue(options.fingerprint), {
-        ...options,
-        partition,
-      });
+      const { key, partition } = functionRecord(options, module, 'IdempotencyService.execute');
+      return fill(key, fingerprintValue(options.fingerprint), { ...options, partition });
     },
     // An owned run always hands its function a context bound to the claim.
     execute: async (context) => fn(context!),

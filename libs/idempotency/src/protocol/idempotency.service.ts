@@ -5,12 +5,14 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { claimableBy, IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
-import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
+import { ClaimResult, IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
+import { clockSkewFor } from '../options/option-checks';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { replayOf } from './completed-response';
 import { IdempotencyContext, refuseReentrant } from './idempotency-context';
-import { checkExecuteOptions, functionWork } from './function-work';
+import { checkExecuteOptions, functionRecord, functionWork } from './function-work';
+import { KeyOutcome, lookUpOutcome } from './outcome-lookup';
 import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
@@ -28,6 +30,10 @@ import { ReplayCache } from './replay-cache';
 import { FlightTaken, localOwner, SingleFlight, WonClaim, wonClaim } from './single-flight';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
+export type { KeyOutcome } from './outcome-lookup';
+
+/** Which call's outcome `IdempotencyService.outcome()` reads: `execute()`'s operation, key and scope. */
+export type OutcomeTarget = Pick<ExecuteOptions, 'operation' | 'key' | 'scope' | 'partitionKeyValue'>;
 
 const FIRST_POLL_MS = 25;
 const MAX_POLL_MS = 500;
@@ -106,6 +112,25 @@ export class IdempotencyService implements OnApplicationShutdown {
     return this.run<T>(
       functionWork(options, fn, this.options, (key, fingerprint, settings) => this.call(key, fingerprint, settings)),
     );
+  }
+
+  /**
+   * What `execute()` stored for a key, asked by the key alone (the operation, key and scope it was called with): the
+   * stored answer, in flight, released, poisoned or unknown (`KeyOutcome`). With `waitMs` (at most 60 s), an in-flight
+   * key is read again until it settles (a long poll). Throws the stored answer's problem where a duplicate's replay
+   * would (response-not-stored, record-unreadable).
+   */
+  outcome(target: OutcomeTarget, { waitMs = 0 }: { waitMs?: number } = {}): Promise<KeyOutcome> {
+    checkExecuteOptions({ operation: target?.operation }, this.options);
+    return this.outcomeAt(functionRecord(target, this.options, 'IdempotencyService.outcome'), waitMs);
+  }
+
+  /** The outcome of the record at `location` (`outcome`'s, and the `@IdempotentOutcome()` door's). */
+  outcomeAt(location: RecordLocation, waitMs = 0): Promise<KeyOutcome> {
+    const { repository, clock } = this;
+    const { sealer, retryAfterSeconds, pendingTtlSeconds, clockSkewSeconds } = this.options;
+    const skew = clockSkewFor(pendingTtlSeconds, clockSkewSeconds);
+    return lookUpOutcome({ repository, clock, sealer, retryAfterSeconds, clockSkewSeconds: skew }, location, waitMs);
   }
 
   /** `execute()`'s checks, without running anything (`processBatch`'s first): a `TypeError` naming a bad option. */

@@ -96,7 +96,11 @@ export interface ProtectedWork<T> {
  * owner's lease could be taken over. A claim succeeds once `expires_at < now − clockSkewSeconds` (whole seconds), so
  * that moment is `expires_at + clockSkewSeconds + 1`.
  */
-export function retryAfterSeconds(call: ProtectedCall, owner: IdempotencyRecord, nowSeconds: number): number {
+export function retryAfterSeconds(
+  call: Pick<ProtectedCall, 'retryAfterSeconds' | 'clockSkewSeconds'>,
+  owner: IdempotencyRecord,
+  nowSeconds: number,
+): number {
   const takeover = Math.floor(owner.expiresAt + call.clockSkewSeconds) + 1;
   return Math.max(1, Math.min(call.retryAfterSeconds, takeover - nowSeconds));
 }

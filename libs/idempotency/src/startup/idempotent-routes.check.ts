@@ -8,6 +8,8 @@ import { validateCallSettings } from '../options/option-checks';
 import { IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
 import { idempotentOptionsOf } from '../options/route-settings';
 import { OperationNames } from './operation-names';
+import { checkOutcomeDoors, FoundDoor, readDoor } from './outcome-doors.check';
+import { OutcomeDoors } from '../contexts/outcome-door.interceptor';
 import {
   GRAPHQL_RESOLVER_TYPE_METADATA,
   InstanceWrapper,
@@ -34,6 +36,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly reflector: Reflector,
     @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly doors: OutcomeDoors,
   ) {}
 
   onModuleInit(): void {
@@ -43,6 +46,7 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       ...this.discovery.getProviders().flatMap((wrapper) => this.check(wrapper, false, operations)),
     ];
     problems.push(...operations.problems());
+    problems.push(...checkOutcomeDoors(this.foundDoors(), operations, this.options, this.doors));
     if (problems.length > 0) throw new Error(`Invalid @Idempotent() usage:\n- ${problems.join('\n- ')}`);
   }
 
@@ -109,6 +113,19 @@ export class IdempotentRoutesCheck implements OnModuleInit {
       base = Object.getPrototypeOf(base);
     }
     return problems;
+  }
+
+  /** The handlers of controllers that carry `@IdempotentOutcome()`. */
+  private foundDoors(): FoundDoor[] {
+    return this.discovery.getControllers().flatMap((wrapper) => {
+      const prototype = prototypeOf(wrapper);
+      if (!prototype) return [];
+      return this.scanner.getAllMethodNames(prototype).flatMap((name) => {
+        const handler = prototype[name];
+        const door = readDoor(handler);
+        return door ? [{ handler, where: `${prototype.constructor.name}.${name}`, door }] : [];
+      });
+    });
   }
 
   /** A sort-key layout puts an unscoped route's records in one partition: its writes share that partition's limit. */

@@ -18,6 +18,7 @@ interface Declared {
   property: string;
   method: Function;
   where: string;
+  options: IdempotentOptions;
 }
 
 /**
@@ -48,9 +49,23 @@ export class OperationNames {
     checkOperationFits(operation, name === undefined ? 'the route' : 'name', where, this.layout);
     const entries = this.declared.get(operation) ?? [];
     if (!entries.some((entry) => entry.type === type && entry.method === method)) {
-      entries.push({ type, property, method, where });
+      entries.push({ type, property, method, where, options });
     }
     this.declared.set(operation, entries);
+  }
+
+  /** The protected HTTP route named `operation` (its route, or its `name`), when there is exactly one. */
+  httpRoute(operation: string): IdempotentOptions | undefined {
+    const entries = this.declared.get(operation) ?? [];
+    const [only] = entries;
+    return entries.length === 1 && Reflect.hasMetadata(METHOD_METADATA, only.method) ? only.options : undefined;
+  }
+
+  /** The names of every protected HTTP route, for an error that names what exists. */
+  httpRoutes(): string[] {
+    return [...this.declared]
+      .filter(([, entries]) => entries.some((entry) => Reflect.hasMetadata(METHOD_METADATA, entry.method)))
+      .map(([operation]) => operation);
   }
 
   /** Every operation name written by more than one method, each as one problem naming them all. */

@@ -1,0 +1,89 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Logger } from '@nestjs/common';
+import { IdempotencyClock } from '../idempotency.clock';
+import { IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
+import { ResponseSealer } from '../response/response-sealing';
+import { replayedBody } from '../response/stored-response.codec';
+import { completedResponse } from './completed-response';
+import { finalFailureError } from './poisoned-keys';
+import { retryAfterSeconds } from './protected-call';
+
+/**
+ * What a key's operation stored, asked by the key alone (`IdempotencyService.outcome`, `@IdempotentOutcome()`): for a
+ * client that lost the answer and no longer has the request (a job runner that restarted, an app that keeps only the
+ * key, a body that was a stream).
+ *
+ * - `completed`: the stored answer, as a replay gives it (`response`; `value`, the result a function's replay returns).
+ *   A stored answer that could not be kept or opened throws as a duplicate's replay would (409 response-not-stored,
+ *   500 record-unreadable).
+ * - `in-flight`: an owner holds the key; ask again after `retryAfterSeconds`.
+ * - `released`: it ran and failed (not finally), or its owner died and nobody took it over: sending the request again
+ *   runs it.
+ * - `poisoned`: its owners crashed on it (`maxCrashedOwners`): the owners.
+ * - `unknown`: no record (never received, purged, or past its retention).
+ */
+export type KeyOutcome =
+  | { state: 'completed'; response: StoredResponse; value: unknown; completedAt?: number }
+  | { state: 'in-flight'; retryAfterSeconds: number }
+  | { state: 'released' }
+  | { state: 'poisoned'; owners: readonly string[] }
+  | { state: 'unknown' };
+
+/** The longest an outcome is waited for (`waitMs`): a long poll, not a subscription. */
+export const MAX_OUTCOME_WAIT_MS = 60_000;
+
+const FIRST_POLL_MS = 25;
+const MAX_POLL_MS = 500;
+
+export interface OutcomeLookupDependencies {
+  repository: IdempotencyRepository;
+  clock: IdempotencyClock;
+  sealer?: ResponseSealer;
+  retryAfterSeconds: number;
+  clockSkewSeconds: number;
+}
+
+const logger = new Logger('Idempotency');
+
+/**
+ * The outcome of the record at `location`; with `waitMs`, an in-flight one is read again (25 ms, doubling to 500 ms)
+ * until it settles or the wait is over. Each read is one strongly consistent `GetItem`.
+ */
+export async function lookUpOutcome(
+  dependencies: OutcomeLookupDependencies,
+  location: RecordLocation,
+  waitMs = 0,
+): Promise<KeyOutcome> {
+  if (!(Number.isFinite(waitMs) && waitMs >= 0 && waitMs <= MAX_OUTCOME_WAIT_MS)) {
+    throw new TypeError(`waitMs must be a number of milliseconds from 0 to ${MAX_OUTCOME_WAIT_MS}, got ${waitMs}`);
+  }
+  const until = performance.now() + waitMs;
+  for (let pollMs = FIRST_POLL_MS; ; pollMs = Math.min(pollMs * 2, MAX_POLL_MS)) {
+    const outcome = outcomeOf(dependencies, await dependencies.repository.get(location));
+    const left = until - performance.now();
+    if (outcome.state !== 'in-flight' || left <= 0) return outcome;
+    await sleep(Math.min(pollMs, left));
+  }
+}
+
+function outcomeOf(dependencies: OutcomeLookupDependencies, record: IdempotencyRecord | undefined): KeyOutcome {
+  const now = dependencies.clock.nowSeconds();
+  if (!record) return { state: 'unknown' };
+  if (isFinalFailure(record)) return { state: 'poisoned', owners: finalFailureError(record).owners };
+  if (record.status === 'FAILED') return { state: 'released' };
+  if (record.status === 'COMPLETED') {
+    if (record.expiresAt < now) return { state: 'unknown' }; // past its retention (the table's TTL lags)
+    const response = completedResponse(record, dependencies.sealer, logger);
+    const value = response.exception === undefined ? replayedBody(response) : undefined;
+    return { state: 'completed', response, value, completedAt: record.completedAt };
+  }
+  const { clockSkewSeconds } = dependencies;
+  if (record.expiresAt < now - clockSkewSeconds) return { state: 'released' }; // its owner died; nobody took it over
+  const retryAfter = retryAfterSeconds(
+    { retryAfterSeconds: dependencies.retryAfterSeconds, clockSkewSeconds },
+    record,
+    now,
+  );
+  return { state: 'in-flight', retryAfterSeconds: retryAfter };
+}
