@@ -2,7 +2,13 @@ import { Body, Controller, Get, HttpCode, INestApplication, Post, Put } from '@n
 import { ApiCreatedResponse, ApiHeader, ApiResponse, DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Test } from '@nestjs/testing';
 import { execFileSync } from 'node:child_process';
-import { Idempotent, IdempotencyModule, InMemoryIdempotencyRepository, ProblemType } from 'nestjs-dynamodb-idempotency';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotentOutcome,
+  InMemoryIdempotencyRepository,
+  ProblemType,
+} from 'nestjs-dynamodb-idempotency';
 
 class Order {
   id!: string;
@@ -35,6 +41,10 @@ class OrdersController {
   list() {
     return [];
   }
+
+  @Get('outcome')
+  @IdempotentOutcome('POST /orders', { maxWaitSeconds: 20 })
+  outcome() {}
 }
 
 type Operation = {
@@ -44,6 +54,7 @@ type Operation = {
     { description: string; headers?: Record<string, unknown>; content?: Record<string, { schema: unknown }> }
   >;
   'x-idempotency'?: Record<string, unknown>;
+  'x-idempotency-outcome'?: Record<string, unknown>;
 };
 
 /** The OpenAPI document `@nestjs/swagger` builds for an app with `@Idempotent()` routes, and no code for it. */
@@ -81,6 +92,19 @@ describe('the OpenAPI document of idempotent routes', () => {
     const result = JSON.parse(output.toString()) as { valid: boolean; errors?: unknown };
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
+  });
+
+  it('documents an outcome door: the key header, Prefer: wait, the stored answer, 404 and 409, and the operation it answers', () => {
+    const door = operation('/orders/outcome', 'get');
+    expect(door.parameters?.map(({ in: where, name, required }) => [where, name, required])).toEqual([
+      ['header', 'Idempotency-Key', true],
+      ['header', 'Prefer', false],
+    ]);
+    expect(door.parameters?.[1].description).toContain('at most 20');
+    expect(Object.keys(door.responses).sort()).toEqual(['400', '404', '409', 'default']);
+    expect(door.responses['404'].content?.['application/problem+json']).toBeDefined();
+    expect(door['x-idempotency-outcome']).toEqual({ operation: 'POST /orders', maxWaitSeconds: 20 });
+    expect(door['x-idempotency']).toBeUndefined();
   });
 
   it('describes the key header with its length, and its expiry policy and scope', () => {

@@ -287,6 +287,22 @@ export class CrashedOwner extends Step {
   }
 }
 
+/** A client that kept only the key asks an instance for its outcome (`IdempotencyService.outcome`). */
+export class AskOutcome extends Step {
+  constructor(
+    readonly instance: number,
+    readonly key: number,
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    await fleet.askOutcome(this.instance, this.key);
+  }
+  toString() {
+    return `ask outcome(instance ${this.instance}, key ${this.key})`;
+  }
+}
+
 /** The store throttles an instance's next claim. */
 export class Throttle extends Step {
   constructor(readonly instance: number) {
@@ -532,6 +548,7 @@ export const steps = [
   fc.integer({ min: 0, max: 1 }).map((i) => new Crash(i)),
   crashedOwner,
   crashedOwner,
+  fc.tuple(instance, key).map(([i, k]) => new AskOutcome(i, k)),
   instance.map((i) => new Throttle(i)),
   fc
     .tuple(

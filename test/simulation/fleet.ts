@@ -406,6 +406,40 @@ export class Fleet {
     }
   }
 
+  /**
+   * A client asks an instance for a key's outcome by its key alone (`IdempotencyService.outcome`): a completed one is
+   * the stored answer (invariant 2), one in flight is held by a PENDING record (invariant 5).
+   */
+  async askOutcome(index: number, key: number): Promise<void> {
+    const instance = this.instances[index];
+    if (instance.crashed || instance.frozen) return;
+    let outcome: Awaited<ReturnType<IdempotencyService['outcome']>>;
+    try {
+      outcome = await instance.service.outcome({ operation: 'simulated', key: `key-${key}`, scope: scopeOf(key) });
+    } catch (error) {
+      if (error instanceof IdempotencyError) return; // a documented problem (a stored answer that cannot be replayed)
+      throw error;
+    }
+    const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
+    const stored =
+      record?.status === 'COMPLETED' ? (record.response?.body as { exec?: number } | undefined) : undefined;
+    if (outcome.state === 'completed') {
+      const exec = (outcome.value as { exec?: number } | undefined)?.exec;
+      if (stored?.exec !== exec) {
+        this.violate(
+          'one-answer',
+          `the outcome of key ${key} by its key was run ${exec}, the stored answer ${stored?.exec}`,
+        );
+      }
+    }
+    if (outcome.state === 'in-flight' && record?.status !== 'PENDING') {
+      this.violate(
+        'in-flight-held',
+        `the outcome of key ${key} by its key was in flight, its record ${record?.status}`,
+      );
+    }
+  }
+
   /** A process dies: its runs never finish, its leases are not renewed. It restarts with an empty cache. */
   crash(index: number): void {
     const instance = this.instances[index];

@@ -61,3 +61,9 @@ export function IdempotentOutcome(operation: string, options: IdempotentOutcomeO
     UseFilters(IdempotencyExceptionFilter),
   );
 }
+
+/** The `@IdempotentOutcome()` of a handler, if it has one. */
+export function readDoor(handler: Function) {
+  return Reflect.getMetadata(IdempotentOutcomeRoute.KEY, handler) as
+    { operation: string; options: { private: boolean; maxWaitSeconds: number } } | undefined;
+}

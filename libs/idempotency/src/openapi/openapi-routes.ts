@@ -7,6 +7,9 @@ import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../opt
 import { callPolicy, idempotentOptionsOf } from '../options/route-settings';
 import { PROBLEM_SCHEMA_NAME } from './problem-schema';
 import { loadSwagger, OpenApiPackage } from './swagger-package';
+import { readDoor } from '../decorators/idempotent-outcome.decorator';
+
+type DoorMetadata = NonNullable<ReturnType<typeof readDoor>>;
 
 /** `@nestjs/swagger`'s metadata keys (its `DECORATORS`), as its explorer reads them. */
 const API_PARAMETERS = 'swagger/apiParameters';
@@ -60,6 +63,8 @@ export class OpenApiRoutes {
       for (const name of scanner.getAllMethodNames(prototype)) {
         const inherited = prototype[name];
         if (Reflect.getMetadata(METHOD_METADATA, inherited) === undefined) continue;
+        const door = readDoor(inherited);
+        if (door) this.describeDoor(swagger, metatype, ownHandler(metatype, name, inherited), door);
         const route = idempotentOptionsOf(reflector, inherited, metatype);
         if (!route) continue;
         this.describe(swagger, metatype, ownHandler(metatype, name, inherited), route);
@@ -106,6 +111,61 @@ export class OpenApiRoutes {
     const models: unknown[] = Reflect.getMetadata(API_EXTRA_MODELS, type) ?? [];
     const problem = swagger.problemModel();
     if (!models.includes(problem)) Reflect.defineMetadata(API_EXTRA_MODELS, [...models, problem], type);
+  }
+
+  /**
+   * An outcome door (`@IdempotentOutcome()`): the key header, `Prefer: wait`, and its answers: the operation's stored
+   * answer (any status it stored, `Idempotent-Replayed: true`), 404, 409 and the key problems; `x-idempotency-outcome`
+   * names the operation, which a client's `outcomes` maps to this path.
+   */
+  private describeDoor(swagger: OpenApiPackage, type: Function, handler: Function, door: DoorMetadata): void {
+    const problem = (description: string) => ({
+      description,
+      content: { 'application/problem+json': { schema: { $ref: swagger.schemaPath(PROBLEM_SCHEMA_NAME) } } },
+    });
+    Reflect.defineMetadata(
+      API_PARAMETERS,
+      [
+        {
+          in: 'header',
+          name: this.options.keyHeader,
+          required: true,
+          description: `The key the request to ${door.operation} was sent with; its outcome is read for this caller only.`,
+          schema: { type: 'string', minLength: 1, maxLength: MAX_KEY_LENGTH },
+        },
+        {
+          in: 'header',
+          name: 'Prefer',
+          required: false,
+          description: `wait=N (RFC 7240): while it runs, wait up to N seconds (at most ${door.options.maxWaitSeconds}) for its answer.`,
+          schema: { type: 'string', example: 'wait=10' },
+        },
+      ],
+      handler,
+    );
+    Reflect.defineMetadata(
+      API_RESPONSE,
+      {
+        default: {
+          description: `The answer ${door.operation} stored for this key, with its own status, headers and body (${REPLAYED_HEADER}: true).`,
+        },
+        400: problem('The key is missing or malformed (key-missing, key-invalid).'),
+        404: problem(
+          'No outcome for this key and caller, or it was released: send the request again (outcome-not-found).',
+        ),
+        409: problem('It is still running (in-flight): ask again after Retry-After, or send Prefer: wait=N.'),
+      },
+      handler,
+    );
+    Reflect.defineMetadata(
+      API_EXTENSION,
+      { 'x-idempotency-outcome': { operation: door.operation, maxWaitSeconds: door.options.maxWaitSeconds } },
+      handler,
+    );
+    const models: unknown[] = Reflect.getMetadata(API_EXTRA_MODELS, type) ?? [];
+    if (!models.includes(swagger.problemModel())) {
+      Reflect.defineMetadata(API_EXTRA_MODELS, [...models, swagger.problemModel()], type);
+    }
   }
 
   /** Whether the route or its class declares the key header itself, in any letter case (header names have none). */

@@ -8,7 +8,8 @@ import { validateCallSettings } from '../options/option-checks';
 import { IdempotentRoute, isGraphqlMutation } from '../decorators/idempotent-route.metadata';
 import { idempotentOptionsOf } from '../options/route-settings';
 import { OperationNames } from './operation-names';
-import { checkOutcomeDoors, FoundDoor, readDoor } from './outcome-doors.check';
+import { checkOutcomeDoors, FoundDoor } from './outcome-doors.check';
+import { readDoor } from '../decorators/idempotent-outcome.decorator';
 import { OutcomeDoors } from '../contexts/outcome-door.interceptor';
 import {
   GRAPHQL_RESOLVER_TYPE_METADATA,

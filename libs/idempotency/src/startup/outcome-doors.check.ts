@@ -1,6 +1,6 @@
 import { RequestMethod } from '@nestjs/common';
 import { OutcomeDoors } from '../contexts/outcome-door.interceptor';
-import { IdempotentOutcomeRoute } from '../decorators/idempotent-outcome.decorator';
+import { readDoor } from '../decorators/idempotent-outcome.decorator';
 import { METHOD_METADATA } from '../nest-internals';
 import { ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { OperationNames } from './operation-names';
@@ -10,11 +10,6 @@ export interface FoundDoor {
   handler: Function;
   where: string;
   door: NonNullable<ReturnType<typeof readDoor>>;
-}
-
-export function readDoor(handler: Function) {
-  return Reflect.getMetadata(IdempotentOutcomeRoute.KEY, handler) as
-    { operation: string; options: { private: boolean; maxWaitSeconds: number } } | undefined;
 }
 
 /**
