@@ -7,9 +7,9 @@ import { DynamoDBClient, UpdateItemCommand, UpdateItemCommandInput } from '@aws-
  * `bench/module-cpu.ts` (which measure the SDK side alone).
  */
 const CLAIM_UPDATE =
-  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps) REMOVE #response, #completed, #renewed ADD #runs :one';
+  'SET #status = :pending, #expires = :expiresAt, #token = :token, #fingerprint = :fingerprint, #pending = :now, #holder = :holder, #inflight = :shard, #steps = if_not_exists(#steps, :noSteps), #owners = list_append(if_not_exists(#owners, :noOwners), :owner) REMOVE #response, #completed, #renewed ADD #runs :one';
 const CLAIM_CONDITION =
-  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND (#status = :failed OR (#status = :pending AND #expires < :leaseCutoff)))';
+  'attribute_not_exists(#pk) OR (#fingerprint = :fingerprint AND ((#status = :failed AND (attribute_not_exists(#response) OR #expires < :now)) OR (#status = :pending AND #expires < :leaseCutoff)))';
 const COMPLETE_UPDATE =
   'SET #status = :completed, #response = :response, #expires = :expiresAt, #completed = :now REMOVE #inflight';
 const OWNED = '#status = :pending AND #token = :token';
@@ -37,6 +37,7 @@ export const floorRequests = {
         '#holder': 'holder',
         '#inflight': 'in_flight',
         '#steps': 'steps',
+        '#owners': 'owners',
         '#response': 'response',
         '#completed': 'completed_at',
         '#renewed': 'renewed_at',
@@ -55,6 +56,8 @@ export const floorRequests = {
         ':one': { N: '1' },
         ':holder': { S: holder },
         ':shard': { S: `in-flight#${shardOf(pk).toString(16)}` },
+        ':owner': { L: [{ S: holder }] },
+        ':noOwners': { L: [] },
       },
       ReturnValues: 'ALL_OLD',
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD',

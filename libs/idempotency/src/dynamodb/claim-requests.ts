@@ -43,6 +43,7 @@ export interface ClaimRequest {
 }
 
 const NO_STEPS = new MapValue({});
+const NO_OWNERS: string[] = [];
 
 /** Claim (1), resume form: the old item comes back on a win (its steps) and on a loss (the record to answer from). */
 export function resumeClaimRequest(
@@ -90,12 +91,14 @@ function claimUpdate(
     ':holder': holder,
     ':shard': layout.inFlightShard(key),
     ':owner': [holder],
+    ':noOwners': NO_OWNERS,
   });
   if (read !== undefined) {
-    // the rare path only
+    // the rare path only (the restart form starts the owners afresh)
     values[':readToken'] = { S: read.claimToken };
     values[':readStatus'] = { S: read.status };
-  } else values[':noOwners'] = { L: [] };
+    delete values[':noOwners'];
+  }
   return {
     TableName: tableName,
     Key: layout.itemKey(key, partition),
