@@ -133,9 +133,8 @@ export interface RecordedStep {
 
 /**
  * True when a record no longer blocks a claim: a failed attempt, a completed one or a final failure (`isFinalFailure`)
- * past its retention (`expiresAt`), or a
- * lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the margin by which this process's clock may
- * run ahead of the owner's, so a live owner is never taken over.
+ * past its retention (`expiresAt`), or a lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the
+ * margin by which this process's clock may run ahead of the owner's, so a live owner is never taken over.
  */
 export function isClaimable(
   record: Pick<IdempotencyRecord, 'status' | 'expiresAt'> & { response?: unknown },
