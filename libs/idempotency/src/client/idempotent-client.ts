@@ -133,8 +133,8 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
             // Sent, and no answer: it may have run. Its body cannot go again; its outcome is asked by its key.
             const headers = new Headers({ [keyHeader]: key, ...(call.headers ?? {}) });
             headers.delete('content-type');
-            const asked = askOutcomeDoor(send, resolve(door!), headers, deadline, signalFor, key, error);
-            return await answerOf<T>(await asked.catch(rethrownAs(attempt, key)), attempt, key);
+            const asked = askOutcomeDoor(send, resolve(door!), headers, deadline, signalFor, key, error, call.signal);
+            return await answerOf<T>(await asked.catch(rethrownAs(attempt, key, call.signal)), attempt, key);
           }
           const delay = backoffMs(attempt);
           if (++faults >= maxAttempts || performance.now() + delay > deadline) {
@@ -152,10 +152,13 @@ export function createIdempotentClient(options: IdempotentClientOptions = {}): I
   };
 }
 
-/** A network error of the door past the call's time, as the call's own (`IdempotentRequestError`); others as they are. */
-function rethrownAs(attempts: number, key: string) {
+/**
+ * A network error of the door past the call's time, as the call's own (`IdempotentRequestError`); the door's "not
+ * processed" and the caller's abort as they are.
+ */
+function rethrownAs(attempts: number, key: string, caller?: AbortSignal) {
   return (error: unknown): never => {
-    if (error instanceof IdempotentNotProcessedError) throw error;
+    if (error instanceof IdempotentNotProcessedError || caller?.aborted) throw error;
     throw new IdempotentRequestError(attempts, key, error);
   };
 }

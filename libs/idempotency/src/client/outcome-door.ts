@@ -33,8 +33,10 @@ export async function askOutcomeDoor(
   signalFor: (remainingMs: number) => AbortSignal,
   key: string,
   cause: unknown,
+  caller?: AbortSignal,
 ): Promise<Response> {
   for (let asked = 1; ; asked++) {
+    caller?.throwIfAborted();
     const left = deadline - performance.now();
     if (left <= 0) throw cause;
     headers.set('prefer', `wait=${Math.max(0, Math.min(10, Math.floor(left / 1000) - 1))}`);
@@ -42,6 +44,7 @@ export async function askOutcomeDoor(
     try {
       response = await send(door, { method: 'GET', headers, signal: signalFor(left) });
     } catch (error) {
+      caller?.throwIfAborted();
       cause = error;
       await pause(backoffMs(asked), deadline);
       continue;
