@@ -127,9 +127,12 @@ function lintTarball(tarball) {
  * The publish size budget: what a registry user downloads (packed) and installs (unpacked), in bytes. Raised on
  * 2026-12-07 from 250,000 and 900,000: the package measured 273,854 packed and 963,937 unpacked after issues 63 and 64
  * (operation names and their startup checks, the index of keys in flight and its reads, the sweep's fence), about a
- * tenth over; the new figures leave that much room again before a change must say why it needs more.
+ * tenth over; the new figures leave that much room again before a change must say why it needs more. Raised again the
+ * same day from 300,000 and 1,050,000: after the conformance kit (issue 67, about 22 KB packed) and issue 66 (poison
+ * keys, outcomes by key and their door, the client's door, the store contract's cases) it measured 317,592 packed and
+ * 1,114,755 unpacked; the new figures are about a tenth over those.
  */
-const PUBLISH_BUDGET = { size: 300_000, unpackedSize: 1_050_000 };
+const PUBLISH_BUDGET = { size: 350_000, unpackedSize: 1_230_000 };
 
 /**
  * `npm publish --dry-run` for the library, as the release workflow runs it (without `--provenance`, which only a CI
