@@ -5,19 +5,7 @@ import { localClient, uniqueTableName } from '../support/dynalite';
 import { ENGINES, startStore } from '../support/engines';
 import { createIdempotencyTable } from '../support/table';
 import { LambdaContainer } from './containers';
-
-const QUEUE = 'arn:aws:sqs:eu-west-1:123456789012:payments';
-const sqs = (messageId: string, body: string) => ({
-  messageId,
-  receiptHandle: `rh-${messageId}`,
-  body,
-  attributes: {},
-  messageAttributes: {},
-  md5OfBody: '',
-  eventSource: 'aws:sqs',
-  eventSourceARN: QUEUE,
-  awsRegion: 'eu-west-1',
-});
+import { sqs } from './sqs-message';
 
 /**
  * SQS batches on Lambda containers in processes of their own (batch-container.script.ts), on DynamoDB Local when the

@@ -6,12 +6,10 @@
  */
 import 'reflect-metadata';
 import { appendFileSync } from 'node:fs';
-import { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Body, Controller, Get, Module, Post } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { Idempotent, IdempotencyModule, IdempotentOutcome } from 'nestjs-dynamodb-idempotency';
-import { localClient } from '../support/dynalite';
+import { Body, Controller, Get, Post } from '@nestjs/common';
+import { Idempotent, IdempotentOutcome } from 'nestjs-dynamodb-idempotency';
+import { serveJobs } from '../support/jobs-app';
 
 @Controller('jobs')
 class JobsController {
@@ -31,23 +29,4 @@ class JobsController {
   }
 }
 
-@Module({
-  imports: [
-    IdempotencyModule.forRoot({
-      client: localClient(process.env.DYNAMODB_ENDPOINT!),
-      tableName: process.env.IDEMPOTENCY_TABLE,
-      pendingTtlSeconds: 2,
-    }),
-  ],
-  controllers: [JobsController],
-})
-class JobsModule {}
-
-async function main(): Promise<void> {
-  const app = await NestFactory.create(JobsModule, { logger: ['error'] });
-  await app.listen(0, '127.0.0.1');
-  const { port } = app.getHttpServer().address() as AddressInfo;
-  process.send!({ url: `http://127.0.0.1:${port}` });
-}
-
-void main();
+void serveJobs(JobsController);

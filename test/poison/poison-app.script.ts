@@ -7,11 +7,9 @@
  */
 import 'reflect-metadata';
 import { appendFileSync } from 'node:fs';
-import { AddressInfo } from 'node:net';
-import { Body, Controller, Module, Post, ServiceUnavailableException } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { Idempotent, IdempotencyModule } from 'nestjs-dynamodb-idempotency';
-import { localClient } from '../support/dynalite';
+import { Body, Controller, Post, ServiceUnavailableException } from '@nestjs/common';
+import { Idempotent } from 'nestjs-dynamodb-idempotency';
+import { serveJobs } from '../support/jobs-app';
 
 @Controller('jobs')
 class JobsController {
@@ -25,23 +23,4 @@ class JobsController {
   }
 }
 
-@Module({
-  imports: [
-    IdempotencyModule.forRoot({
-      client: localClient(process.env.DYNAMODB_ENDPOINT!),
-      tableName: process.env.IDEMPOTENCY_TABLE,
-      pendingTtlSeconds: 2,
-    }),
-  ],
-  controllers: [JobsController],
-})
-class JobsModule {}
-
-async function main(): Promise<void> {
-  const app = await NestFactory.create(JobsModule, { logger: ['error'] });
-  await app.listen(0, '127.0.0.1');
-  const { port } = app.getHttpServer().address() as AddressInfo;
-  process.send!({ url: `http://127.0.0.1:${port}` });
-}
-
-void main();
+void serveJobs(JobsController);
