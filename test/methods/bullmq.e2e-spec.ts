@@ -63,9 +63,11 @@ describeWithRedis('@Idempotent() on a BullMQ processor, two worker processes', (
 
   async function finished(queue: Queue, ids: string[], timeoutMs = 30_000) {
     for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
-      const jobs = await Promise.all(ids.map((id) => queue.getJob(id)));
-      const states = await Promise.all(jobs.map((job) => job!.getState()));
-      if (states.every((state) => state === 'completed')) return jobs.map((job) => job!);
+      // The state first, then the job: a job read before it completed has no return value yet.
+      const states = await Promise.all(ids.map((id) => queue.getJobState(id)));
+      if (states.every((state) => state === 'completed')) {
+        return Promise.all(ids.map(async (id) => (await queue.getJob(id))!));
+      }
       if (Date.now() > deadline) throw new Error(`jobs not completed: ${states.join(', ')}`);
     }
   }
