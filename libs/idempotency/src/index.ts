@@ -25,14 +25,8 @@ export { OneTimeTokens } from './protocol/one-time-tokens';
 export type { ConsumeOnceOptions } from './protocol/one-time-tokens';
 export { MAX_COMMIT_WRITES } from './repository/commit-write';
 export type { CommitWrite } from './repository/commit-write';
-export type {
-  CallSettings,
-  ExecuteOptions,
-  KeyOutcome,
-  OutcomeTarget,
-  ProtectedCall,
-  ProtectedWork,
-} from './protocol/idempotency.service';
+export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protocol/idempotency.service';
+export type { KeyOutcome, OutcomeTarget } from './protocol/outcome-lookup';
 export type { CallPolicy } from './options/route-settings';
 export { IdempotencyInterceptor } from './contexts/idempotency.interceptor';
 export { IdempotencyExceptionFilter } from './contexts/idempotency-exception.filter';

@@ -1,4 +1,4 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
 import { from, Observable } from 'rxjs';
 import {
   IdempotencyError,
@@ -7,7 +7,10 @@ import {
   IdempotencyOutcomeNotFoundError,
 } from '../errors/idempotency.errors';
 import { IdempotentOptions } from '../options/idempotency.options';
-import { IdempotencyService } from '../protocol/idempotency.service';
+import { IdempotencyClock } from '../idempotency.clock';
+import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { OutcomeLookup } from '../protocol/outcome-lookup';
+import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { CallDescriber } from './call-describer';
 import { HttpContextAdapter } from './http.context';
 
@@ -41,12 +44,18 @@ export class OutcomeDoors {
  */
 @Injectable()
 export class OutcomeDoorInterceptor implements NestInterceptor {
+  private readonly outcomes: OutcomeLookup;
+
   constructor(
-    private readonly service: IdempotencyService,
+    repository: IdempotencyRepository,
+    clock: IdempotencyClock,
+    @Inject(RESOLVED_IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
     private readonly describer: CallDescriber,
     private readonly http: HttpContextAdapter,
     private readonly doors: OutcomeDoors,
-  ) {}
+  ) {
+    this.outcomes = new OutcomeLookup(repository, clock, options);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const door = this.doors.of(context.getHandler());
@@ -60,7 +69,7 @@ export class OutcomeDoorInterceptor implements NestInterceptor {
       const location = this.describer.locate(call, this.http, door.operation)!;
       const waitSeconds = preferredWait(this.http.requestHeader(context, 'prefer'), door.maxWaitSeconds);
       if (waitSeconds !== undefined) this.http.setHeader(context, 'preference-applied', `wait=${waitSeconds}`);
-      const outcome = await this.service.outcomeAt(location, (waitSeconds ?? 0) * 1000);
+      const outcome = await this.outcomes.at(location, (waitSeconds ?? 0) * 1000);
       if (outcome.state === 'completed') return this.http.replay(outcome.response, call);
       if (outcome.state === 'in-flight') throw new IdempotencyInFlightError(outcome.retryAfterSeconds);
       if (outcome.state === 'poisoned') throw new IdempotencyKeyPoisonedError(outcome.owners);

@@ -5,14 +5,13 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
 import { claimableBy, IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
-import { ClaimResult, IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
-import { clockSkewFor } from '../options/option-checks';
+import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { StoreReadiness } from '../startup/store-readiness';
 import { CallTracking } from './call-tracking';
 import { replayOf } from './completed-response';
 import { IdempotencyContext, refuseReentrant } from './idempotency-context';
-import { checkExecuteOptions, functionRecord, functionWork } from './function-work';
-import { KeyOutcome, lookUpOutcome } from './outcome-lookup';
+import { checkExecuteOptions, functionWork } from './function-work';
+import { FIRST_POLL_MS, KeyOutcome, MAX_POLL_MS, OutcomeLookup, OutcomeTarget } from './outcome-lookup';
 import { heldByInvocation } from './invocation-deadline';
 import { KeyOwner } from './key-owner';
 import { OptimisticRun } from './optimistic-run';
@@ -30,13 +29,7 @@ import { ReplayCache } from './replay-cache';
 import { FlightTaken, localOwner, SingleFlight, WonClaim, wonClaim } from './single-flight';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
-export type { KeyOutcome } from './outcome-lookup';
 
-/** Which call's outcome `IdempotencyService.outcome()` reads: `execute()`'s operation, key and scope. */
-export type OutcomeTarget = Pick<ExecuteOptions, 'operation' | 'key' | 'scope' | 'partitionKeyValue'>;
-
-const FIRST_POLL_MS = 25;
-const MAX_POLL_MS = 500;
 type Acquired = WonClaim | { replay: StoredResponse };
 
 /**
@@ -61,6 +54,7 @@ export class IdempotencyService implements OnApplicationShutdown {
   private readonly flights: SingleFlight;
   private readonly owner: KeyOwner;
   private readonly optimistic: OptimisticRun;
+  private readonly outcomes: OutcomeLookup;
 
   constructor(
     private readonly repository: IdempotencyRepository,
@@ -77,6 +71,7 @@ export class IdempotencyService implements OnApplicationShutdown {
     });
     this.flights = new SingleFlight(repository, clock, telemetry, options.confirmationGatherMs);
     telemetry.outcomes.hook = options.onOutcome;
+    this.outcomes = new OutcomeLookup(repository, clock, options);
     const recorder = new OutcomeRecorder({
       repository,
       clock,
@@ -115,22 +110,11 @@ export class IdempotencyService implements OnApplicationShutdown {
   }
 
   /**
-   * What `execute()` stored for a key, asked by the key alone (the operation, key and scope it was called with): the
-   * stored answer, in flight, released, poisoned or unknown (`KeyOutcome`). With `waitMs` (at most 60 s), an in-flight
-   * key is read again until it settles (a long poll). Throws the stored answer's problem where a duplicate's replay
-   * would (response-not-stored, record-unreadable).
+   * What `execute()` stored for a key, asked by the key alone (the operation, key and scope it was called with):
+   * `KeyOutcome`. With `waitMs` (at most 60 s), an in-flight key is read again until it settles (a long poll).
    */
   outcome(target: OutcomeTarget, { waitMs = 0 }: { waitMs?: number } = {}): Promise<KeyOutcome> {
-    checkExecuteOptions({ operation: target?.operation }, this.options);
-    return this.outcomeAt(functionRecord(target, this.options, 'IdempotencyService.outcome'), waitMs);
-  }
-
-  /** The outcome of the record at `location` (`outcome`'s, and the `@IdempotentOutcome()` door's). */
-  outcomeAt(location: RecordLocation, waitMs = 0): Promise<KeyOutcome> {
-    const { repository, clock } = this;
-    const { sealer, retryAfterSeconds, pendingTtlSeconds, clockSkewSeconds } = this.options;
-    const skew = clockSkewFor(pendingTtlSeconds, clockSkewSeconds);
-    return lookUpOutcome({ repository, clock, sealer, retryAfterSeconds, clockSkewSeconds: skew }, location, waitMs);
+    return this.outcomes.ofCall(target, waitMs);
   }
 
   /** `execute()`'s checks, without running anything (`processBatch`'s first): a `TypeError` naming a bad option. */
@@ -176,7 +160,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       if (report) call.report = report;
       const acquired =
         call.mode === 'optimistic'
-          ? (this.cachedReplay(call, true) ?? (await this.optimistic.run(call, work)))
+          ? (this.cache.replayFor(call, this.telemetry) ?? (await this.optimistic.run(call, work)))
           : await this.acquire(call);
       if ('result' in acquired) return acquired.result;
       if ('replay' in acquired) {
@@ -201,7 +185,7 @@ export class IdempotencyService implements OnApplicationShutdown {
    * over from the claim's own promise: no async frame of its own on every new key (see `runUnderClaim`).
    */
   private acquire(call: ProtectedCall): Acquired | Promise<Acquired> {
-    const cached = this.cachedReplay(call, true);
+    const cached = this.cache.replayFor(call, this.telemetry);
     if (cached) return cached;
     const waitUntil = performance.now() + call.waitMs;
     const taken = this.flights.take(call);
@@ -254,22 +238,12 @@ export class IdempotencyService implements OnApplicationShutdown {
       }
       // The owner settled, failed, its lease ran out or its record vanished: claim again, within the wait budget.
       if (attempt > 1 && performance.now() >= waitUntil) throw new IdempotencyInFlightError(1);
-      const cached = this.cachedReplay(call, false);
+      const cached = this.cache.replayFor(call);
       if (cached) return cached;
       taken = this.flights.take(call);
       claim = await taken.flight.claim;
       const owned = wonClaim(taken, claim);
       if (owned) return owned;
     }
-  }
-
-  /** A replay from the cache, when this process has seen the key COMPLETED (a different request is a mismatch). */
-  private cachedReplay(call: ProtectedCall, counted: boolean): { replay: StoredResponse } | undefined {
-    if (!this.cache.enabled) return undefined;
-    const cached = this.cache.get(call.recordKey);
-    if (counted) this.telemetry.replayCacheLookup(cached !== undefined);
-    if (!cached) return undefined;
-    if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
-    return { replay: cached.response };
   }
 }

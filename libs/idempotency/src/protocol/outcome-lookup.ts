@@ -4,6 +4,10 @@ import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
+import { clockSkewFor } from '../options/option-checks';
+import { ResolvedIdempotencyOptions } from '../options/resolved-options';
+import { checkExecuteOptions, functionRecord } from './function-work';
+import type { ExecuteOptions } from './protected-call';
 import { replayedBody } from '../response/stored-response.codec';
 import { completedResponse } from './completed-response';
 import { finalFailureError } from './poisoned-keys';
@@ -33,15 +37,45 @@ export type KeyOutcome =
 /** The longest an outcome is waited for (`waitMs`): a long poll, not a subscription. */
 export const MAX_OUTCOME_WAIT_MS = 60_000;
 
-const FIRST_POLL_MS = 25;
-const MAX_POLL_MS = 500;
+/** How a record is read again while it is in flight: 25 ms, doubling to 500 ms (a duplicate's `waitMs` reads too). */
+export const FIRST_POLL_MS = 25;
+export const MAX_POLL_MS = 500;
 
-export interface OutcomeLookupDependencies {
+/** Which call's outcome `IdempotencyService.outcome()` reads: `execute()`'s operation, key and scope. */
+export type OutcomeTarget = Pick<ExecuteOptions, 'operation' | 'key' | 'scope' | 'partitionKeyValue'>;
+
+interface OutcomeLookupDependencies {
   repository: IdempotencyRepository;
   clock: IdempotencyClock;
   sealer?: ResponseSealer;
   retryAfterSeconds: number;
   clockSkewSeconds: number;
+}
+
+/** Outcomes by key on one store: `IdempotencyService.outcome()`'s, and the `@IdempotentOutcome()` door's. */
+export class OutcomeLookup {
+  private readonly dependencies: OutcomeLookupDependencies;
+
+  constructor(
+    repository: IdempotencyRepository,
+    clock: IdempotencyClock,
+    private readonly options: ResolvedIdempotencyOptions,
+  ) {
+    const { sealer, retryAfterSeconds, pendingTtlSeconds, clockSkewSeconds } = options;
+    const skew = clockSkewFor(pendingTtlSeconds, clockSkewSeconds);
+    this.dependencies = { repository, clock, sealer, retryAfterSeconds, clockSkewSeconds: skew };
+  }
+
+  /** The outcome of an `execute()` call, by its operation, key and scope (each checked, a `TypeError` if bad). */
+  ofCall(target: OutcomeTarget, waitMs = 0): Promise<KeyOutcome> {
+    checkExecuteOptions({ operation: target?.operation }, this.options);
+    return this.at(functionRecord(target, this.options, 'IdempotencyService.outcome'), waitMs);
+  }
+
+  /** The outcome of the record at `location`. */
+  at(location: RecordLocation, waitMs = 0): Promise<KeyOutcome> {
+    return lookUpOutcome(this.dependencies, location, waitMs);
+  }
 }
 
 const logger = new Logger('Idempotency');
@@ -50,7 +84,7 @@ const logger = new Logger('Idempotency');
  * The outcome of the record at `location`; with `waitMs`, an in-flight one is read again (25 ms, doubling to 500 ms)
  * until it settles or the wait is over. Each read is one strongly consistent `GetItem`.
  */
-export async function lookUpOutcome(
+async function lookUpOutcome(
   dependencies: OutcomeLookupDependencies,
   location: RecordLocation,
   waitMs = 0,

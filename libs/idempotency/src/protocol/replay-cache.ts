@@ -1,4 +1,7 @@
+import { IdempotencyMismatchError } from '../errors/idempotency.errors';
 import { IdempotencyClock } from '../idempotency.clock';
+import type { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
+import type { ProtectedCall } from './protected-call';
 import { StoredResponse } from '../repository/idempotency.record';
 import { storedResponseBytes } from '../response/stored-response.codec';
 
@@ -69,6 +72,22 @@ export class ReplayCache {
   /** Forgets a record this process has removed (an operator's purge or forced release). */
   evict(key: string): void {
     this.entries.delete(key);
+  }
+
+  /**
+   * A replay from the cache, when this process has seen the call's key COMPLETED (a different request is a mismatch,
+   * thrown). With `telemetry`, the lookup is counted (hit or miss).
+   */
+  replayFor(
+    call: Pick<ProtectedCall, 'recordKey' | 'fingerprint'>,
+    telemetry?: IdempotencyTelemetry,
+  ): { replay: StoredResponse } | undefined {
+    if (!this.enabled) return undefined;
+    const cached = this.get(call.recordKey);
+    telemetry?.replayCacheLookup(cached !== undefined);
+    if (!cached) return undefined;
+    if (cached.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
+    return { replay: cached.response };
   }
 
   get enabled(): boolean {
