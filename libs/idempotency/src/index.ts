@@ -53,6 +53,7 @@ export {
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyKeyPoisonedError,
+  StepOutcomeUnknownError,
   IdempotencyMismatchError,
   IdempotencyOutcomeNotFoundError,
   IdempotencyRecordUnreadableError,
@@ -85,6 +86,7 @@ export type {
   IdempotencyStatus,
   OmittedReason,
   RecordedStep,
+  StartedStep,
   StoredResponse,
 } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
@@ -102,12 +104,14 @@ export type {
   PutCompletedResult,
   RecordLocation,
   RecordStepInput,
+  StartStepInput,
   RecordStepResult,
   RenewInput,
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
-export type { StepFunction, StepInfo } from './protocol/step-runner';
+export { OUTCOME_UNKNOWN } from './protocol/step-runner';
+export type { StepFunction, StepInfo, StepOptions, StepProbe } from './protocol/step-runner';
 export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';

@@ -1,9 +1,9 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 import { IdempotencyRecord } from '../repository/idempotency.record';
-import { ClaimInput, RecordStepInput } from '../repository/idempotency.repository';
+import { ClaimInput, RecordLocation, RecordStepInput, StartStepInput } from '../repository/idempotency.repository';
 import { attributeValues, names } from './item-mapping';
 import { stepKey } from '../response/step-value';
-import { MapValue, stepItem } from './step-mapping';
+import { MapValue, startedStepItem, stepItem } from './step-mapping';
 import { CLAIMABLE, OWNED_BY_CLAIM } from './record-requests';
 import { TableLayout } from './table-layout';
 
@@ -111,6 +111,25 @@ function claimUpdate(
   };
 }
 
+/**
+ * The start of an at-most-once step, recorded on the PENDING record before its function runs, only while this claim
+ * owns it (the record comes back otherwise). Its result, once recorded (`recordStepRequest`), replaces it.
+ */
+export function startStepRequest(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition, claimToken, step }: StartStepInput,
+  nowSeconds: number,
+): UpdateItemCommandInput {
+  return stepUpdate(
+    tableName,
+    layout,
+    { key, partition, claimToken },
+    step.name,
+    startedStepItem({ ...step, startedAt: nowSeconds }),
+  );
+}
+
 /** A step's result, recorded on the PENDING record only while this claim owns it; the record comes back otherwise. */
 export function recordStepRequest(
   tableName: string,
@@ -118,17 +137,30 @@ export function recordStepRequest(
   { key, partition, claimToken, step }: RecordStepInput,
   nowSeconds: number,
 ): UpdateItemCommandInput {
+  return stepUpdate(
+    tableName,
+    layout,
+    { key, partition, claimToken },
+    step.name,
+    stepItem({ ...step, recordedAt: nowSeconds }),
+  );
+}
+
+/** A step's entry in the `steps` map set, under `OWNED_BY_CLAIM`. */
+function stepUpdate(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition, claimToken }: RecordLocation & { claimToken: string },
+  name: string,
+  entry: MapValue,
+): UpdateItemCommandInput {
   return {
     TableName: tableName,
     Key: layout.itemKey(key, partition),
     UpdateExpression: RECORD_STEP,
     ConditionExpression: OWNED_BY_CLAIM,
-    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': stepKey(step.name) },
-    ExpressionAttributeValues: attributeValues({
-      ':step': stepItem({ ...step, recordedAt: nowSeconds }),
-      ':pending': 'PENDING',
-      ':token': claimToken,
-    }),
+    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': stepKey(name) },
+    ExpressionAttributeValues: attributeValues({ ':step': entry, ':pending': 'PENDING', ':token': claimToken }),
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

@@ -1,4 +1,10 @@
-import { DeleteItemCommand, DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  UpdateItemCommand,
+  UpdateItemCommandInput,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
@@ -23,9 +29,10 @@ import {
   RemoveResult,
   RenewInput,
   ScanInput,
+  StartStepInput,
   TransitionResult,
 } from '../repository/idempotency.repository';
-import { recordStepRequest } from './claim-requests';
+import { recordStepRequest, startStepRequest } from './claim-requests';
 import { claimRecord } from './record-claim';
 import { CompletionCommits, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
@@ -120,8 +127,17 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** A step's result on the record, only while `claimToken` owns it (`claim-requests.ts`). */
-  override async recordStep(input: RecordStepInput): Promise<RecordStepResult> {
-    const request = recordStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds());
+  override recordStep(input: RecordStepInput): Promise<RecordStepResult> {
+    return this.stepWrite(input, recordStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds()));
+  }
+
+  /** An at-most-once step's start on the record, only while `claimToken` owns it (`claim-requests.ts`). */
+  override startStep(input: StartStepInput): Promise<RecordStepResult> {
+    return this.stepWrite(input, startStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds()));
+  }
+
+  /** A step's write (counted as `step`, a start or a result), or why it was refused. */
+  private async stepWrite(input: StartStepInput, request: UpdateItemCommandInput): Promise<RecordStepResult> {
     try {
       await this.calls.send('step', new UpdateItemCommand(request));
       return { ok: true };

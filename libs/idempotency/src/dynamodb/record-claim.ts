@@ -42,7 +42,8 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
       const existing = await store.existing({ key, partition }, error);
       // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
       if (existing?.claimToken === claimToken) {
-        return { claimed: true, claimToken, run: existing.runs ?? 1, steps: existing.steps ?? [] };
+        const { steps = [], startedSteps = [] } = existing;
+        return { claimed: true, claimToken, run: existing.runs ?? 1, steps, startedSteps };
       }
       const blocking = existing && !claimableBy(existing, fingerprint, store.nowSeconds(), clockSkewSeconds);
       // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
@@ -63,7 +64,8 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
 function won(claimToken: string, resumed: IdempotencyRecord | undefined): ClaimResult {
   if (!resumed) return { claimed: true, claimToken, run: 1, steps: [] };
   const run = Math.max(1, (resumed.runs ?? 0) + 1);
-  const steps = resumed.steps ?? [];
-  if (resumed.status !== 'PENDING') return { claimed: true, claimToken, run, steps };
-  return { claimed: true, claimToken, run, steps, takenOver: resumed.owners ?? [resumed.holder ?? ''] };
+  const { steps = [], startedSteps = [] } = resumed;
+  if (resumed.status !== 'PENDING') return { claimed: true, claimToken, run, steps, startedSteps };
+  const takenOver = resumed.owners ?? [resumed.holder ?? ''];
+  return { claimed: true, claimToken, run, steps, startedSteps, takenOver };
 }

@@ -16,6 +16,7 @@ export type ProblemOutcome =
   | 'fingerprint_failed'
   | 'reentrant_call'
   | 'key_poisoned'
+  | 'step_outcome_unknown'
   | 'outcome_not_found'
   | 'store_misconfigured'
   | 'store_throttled'
@@ -116,6 +117,12 @@ export const PROBLEMS = {
     event: 'key-poisoned',
     slug: 'key-poisoned',
     title: 'Idempotency key poisoned',
+    status: 500,
+  },
+  step_outcome_unknown: {
+    event: 'step-outcome-unknown',
+    slug: 'step-outcome-unknown',
+    title: 'Step outcome unknown',
     status: 500,
   },
   outcome_not_found: {

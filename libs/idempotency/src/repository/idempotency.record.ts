@@ -108,6 +108,11 @@ export interface IdempotencyRecord {
   /** The recovery points recorded for this request (`IdempotencyContext.step`), when the record was read whole. */
   steps?: RecordedStep[];
   /**
+   * The at-most-once steps (`semantics: 'at-most-once'`) a run started and did not record: their function may or may
+   * not have had its effect. Kept with the steps; a step's result replaces its start.
+   */
+  startedSteps?: StartedStep[];
+  /**
    * The runs of this request that may have started a step they did not record, when known: each claim adds one, and a
    * run released after recording every step it started takes itself off (a step's `attempt` counts these runs).
    */
@@ -132,6 +137,20 @@ export interface RecordedStep {
 }
 
 /**
+ * The start of an at-most-once step (`IdempotencyContext.step(name, fn, { semantics: 'at-most-once' })`), recorded
+ * before its function ran: a later run that finds it without a result does not run the function blindly.
+ */
+export interface StartedStep {
+  name: string;
+  /** Epoch seconds. */
+  startedAt: number;
+  /** The `attempt` its function was started as. */
+  attempt: number;
+  /** The claim (run) of the record that started it. */
+  run: number;
+}
+
+/**
  * True when a record no longer blocks a claim: a failed attempt, a completed one or a final failure (`isFinalFailure`)
  * past its retention (`expiresAt`), or a lease (PENDING) whose end is more than `clockSkewSeconds` in the past: the
  * margin by which this process's clock may run ahead of the owner's, so a live owner is never taken over.
@@ -147,18 +166,21 @@ export function isClaimable(
 
 /**
  * Whether a claim for a request (its `fingerprint`) may take the record over: `isClaimable`, except that a released
- * record that holds recorded steps (a FAILED attempt, an MCP call waiting for its user's input) stays its request's
+ * record that holds recorded (or started) steps (a FAILED attempt, an MCP call waiting for its user's input) stays its request's
  * until it expires: another request under the key is refused as a mismatch, never run over the first one's recorded
  * effects (which its re-sent call would then find gone).
  */
 export function claimableBy(
-  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps'> & { response?: unknown },
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps' | 'startedSteps'> & {
+    response?: unknown;
+  },
   fingerprint: string,
   nowSeconds: number,
   clockSkewSeconds = 0,
 ): boolean {
   if (!isClaimable(record, nowSeconds, clockSkewSeconds)) return false;
-  const heldSteps = record.status === 'FAILED' && (record.steps?.length ?? 0) > 0 && record.expiresAt >= nowSeconds;
+  const held = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0;
+  const heldSteps = record.status === 'FAILED' && held && record.expiresAt >= nowSeconds;
   return !heldSteps || record.fingerprint === fingerprint;
 }
 

@@ -1,5 +1,6 @@
 import { ManualClock } from '../testing/manual-clock';
-import { COMPACT_AFTER, InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+import { InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+import { COMPACT_AFTER } from './in-memory-records';
 
 const response = { statusCode: 200, headers: {} };
 /** The repository's private list of finished records in write order, from `oldest` on: the memory two tests are about. */

@@ -1,7 +1,8 @@
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
-import { nextClaimToken, readRecord, readSteps, segmentOf, StoredRecord, storedRecord } from './in-memory-records';
+import { COMPACT_AFTER, EXPIRED_CHECKED_PER_WRITE, nextClaimToken, readRecord, readSteps } from './in-memory-records';
+import { segmentOf, StoredRecord, storedRecord } from './in-memory-records';
 import {
   ClaimInput,
   ClaimResult,
@@ -19,6 +20,7 @@ import {
   RemoveResult,
   RenewInput,
   ScanInput,
+  StartStepInput,
   TransitionResult,
 } from './idempotency.repository';
 
@@ -27,9 +29,6 @@ export interface InMemoryRepositoryOptions {
   /** At most this many records are kept; past it, the oldest finished (COMPLETED or FAILED) record goes first. Default 100,000. */
   maxRecords?: number;
 }
-
-/** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
-const EXPIRED_CHECKED_PER_WRITE = 2;
 
 /**
  * A process-local repository with the same semantics as the DynamoDB one, for unit tests and
@@ -109,17 +108,26 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     // The owners since the last clean end: the resumed request's, then this claim's (a restart starts them again).
     record.owners = [...(resumed?.owners ?? []), holder ?? ''];
     this.write(record, existing, now);
-    const claimed = { claimed: true as const, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
+    const { steps: recorded, startedSteps } = steps ? readSteps(steps) : { steps: [], startedSteps: [] };
+    const claimed = { claimed: true as const, claimToken, run: runs, steps: recorded, startedSteps };
     return resumed?.status === 'PENDING' ? { ...claimed, takenOver: [...(resumed.owners ?? [])] } : claimed;
   }
 
   override async recordStep({ key, claimToken, step }: RecordStepInput): Promise<RecordStepResult> {
+    return this.setStep(key, claimToken, step.name, { ...step, recordedAt: this.clock.nowSeconds() });
+  }
+
+  override async startStep({ key, claimToken, step }: StartStepInput): Promise<RecordStepResult> {
+    return this.setStep(key, claimToken, step.name, { ...step, startedAt: this.clock.nowSeconds() });
+  }
+
+  /** A step's entry (its result, or its start), set while `claimToken` owns the PENDING record. */
+  private setStep(key: string, claimToken: string, name: string, entry: object): RecordStepResult {
     const record = this.records.get(key);
     if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {
       return refusal(claimToken, record && readRecord(record));
     }
-    const recorded = { ...step, recordedAt: this.clock.nowSeconds() };
-    (record.steps ??= new Map()).set(step.name, JSON.stringify(recorded));
+    (record.steps ??= new Map()).set(name, JSON.stringify(entry));
     return { ok: true };
   }
 
@@ -290,6 +298,3 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return undefined;
   }
 }
-
-/** Entries no longer kept that the finished list may hold before it is cut down. */
-export const COMPACT_AFTER = 1024;

@@ -1,20 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { stepEntryBytes } from '../response/step-value';
-import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
+import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StartedStep, StoredResponse } from './idempotency.record';
 
 /**
  * How `InMemoryIdempotencyRepository` keeps a record, and hands out copies of it. A record as kept: its response as
  * JSON text, its steps as JSON text by name. `dropped` once it is no longer its key's record (claimed again over it,
  * or removed): its write-order entry is then skipped without a lookup.
  */
-export type StoredRecord = Omit<IdempotencyRecord, 'response' | 'steps'> & {
+export type StoredRecord = Omit<IdempotencyRecord, 'response' | 'steps' | 'startedSteps'> & {
   response?: string;
   steps?: Map<string, string>;
   dropped?: true;
 };
 
 /** What a kept record and a record handed out have in common. */
-type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes' | 'steps'>;
+type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes' | 'steps' | 'startedSteps'>;
 
 /**
  * A record written out field by field, the optional ones set only when present: in V8, adding fields to an object made
@@ -56,16 +56,27 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
     record.responseBytes = Buffer.byteLength(response);
   }
   if (stored.runs !== undefined) record.runs = stored.runs;
-  if (stored.steps) record.steps = readSteps(stored.steps);
+  if (stored.steps) {
+    const { steps, startedSteps } = readSteps(stored.steps);
+    record.steps = steps;
+    if (startedSteps.length > 0) record.startedSteps = startedSteps;
+  }
   return record;
 }
 
-/** Kept steps as recorded steps, in the order they were recorded, each measured as every store measures it. */
-export function readSteps(steps: Map<string, string>): RecordedStep[] {
-  return [...steps.values()].map((json) => {
-    const step = JSON.parse(json) as RecordedStep;
-    return { ...step, bytes: stepEntryBytes(step.name, step.result) };
-  });
+/**
+ * Kept steps as recorded steps, in the order they were recorded, each measured as every store measures it; and the
+ * at-most-once steps started without a result (kept under their name until their result replaces them).
+ */
+export function readSteps(steps: Map<string, string>): { steps: RecordedStep[]; startedSteps: StartedStep[] } {
+  const recorded: RecordedStep[] = [];
+  const startedSteps: StartedStep[] = [];
+  for (const json of steps.values()) {
+    const step = JSON.parse(json) as RecordedStep | StartedStep;
+    if ('result' in step) recorded.push({ ...step, bytes: stepEntryBytes(step.name, step.result) });
+    else startedSteps.push(step);
+  }
+  return { steps: recorded, startedSteps };
 }
 
 /**
@@ -83,3 +94,9 @@ export function nextClaimToken(): string {
 export function segmentOf(key: string, total: number): number {
   return parseInt(key.slice(-6), 16) % total || 0;
 }
+
+/** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
+export const EXPIRED_CHECKED_PER_WRITE = 2;
+
+/** Entries no longer kept that the finished list may hold before it is cut down. */
+export const COMPACT_AFTER = 1024;

@@ -7,6 +7,7 @@ import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
 import { optimisticCases } from './contract-optimistic';
 import { poisonCases } from './contract-poison';
+import { startedStepCases } from './contract-started-steps';
 import { stepCases } from './contract-steps';
 import { ManualClock } from './manual-clock';
 
@@ -34,7 +35,7 @@ export interface ContractOptions extends Partial<TestFunctions> {
   partitions?: boolean;
   /** The store removes records (`remove`, the admin's release and purge). Default true. */
   removes?: boolean;
-  /** The store records steps (`recordStep`, `IdempotencyContext.step`). Default true. */
+  /** The store records steps (`recordStep`, `startStep`: `IdempotencyContext.step`). Default true. */
   steps?: boolean;
   /**
    * The store keeps the owners since a record's last clean end and hands them to a claim that takes a lease over
@@ -112,6 +113,7 @@ export function describeRepositoryContract(
     optimisticCases(context);
     if (removes) adminCases(context, { partitions });
     if (steps) stepCases(context);
+    if (steps) startedStepCases(context);
     poisonCases(context, { owners, removes });
   });
 }
