@@ -53,7 +53,6 @@ export {
   IdempotencyKeyInvalidError,
   IdempotencyKeyMissingError,
   IdempotencyKeyPoisonedError,
-  StepOutcomeUnknownError,
   IdempotencyMismatchError,
   IdempotencyOutcomeNotFoundError,
   IdempotencyRecordUnreadableError,
@@ -65,6 +64,7 @@ export {
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
 } from './errors/idempotency.errors';
+export { IdempotencyVersionMismatchError, StepOutcomeUnknownError } from './errors/step-errors';
 export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
@@ -112,6 +112,8 @@ export type {
 } from './repository/idempotency.repository';
 export { OUTCOME_UNKNOWN } from './protocol/step-runner';
 export type { StepFunction, StepInfo, StepOptions, StepProbe } from './protocol/step-runner';
+export { StepTimeoutError } from './protocol/step-attempts';
+export type { StepBackoff, StepRetry } from './protocol/step-attempts';
 export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';

@@ -36,6 +36,12 @@ export interface RecordReport extends RecordLocation {
   owners?: string[];
   /** Set on a poisoned key (FAILED, final): what its duplicates are answered, and how to let it run again. */
   poisoned?: string;
+  /** Set on a key whose at-most-once step's outcome is unknown (FAILED, final): the step, and how to settle it. */
+  stepOutcomeUnknown?: string;
+  /** The version of the handler whose claim wrote it (`@Idempotent({ version })`), when it had one. */
+  version?: string;
+  /** The at-most-once steps started and not recorded (their function may or may not have had its effect). */
+  startedSteps?: { name: string; startedAt: string; attempt: number }[];
   /** PENDING: when its owner last renewed the lease (its claim's time until a first renewal). */
   renewedAt?: string;
   /** PENDING: whether its owner looks alive, in one line, and what the next request will do. */
@@ -78,11 +84,26 @@ export function reportRecord(
     sealed: response?.sealed !== undefined,
     ...(record.holder === undefined ? {} : { holder: record.holder }),
     ...(record.owners === undefined ? {} : { owners: record.owners }),
+    ...(record.version === undefined ? {} : { version: record.version }),
   };
-  if (isFinalFailure(record)) {
+  const unknownStep =
+    (response?.body as { type?: unknown; step?: unknown } | undefined)?.type === 'step-outcome-unknown';
+  if (isFinalFailure(record) && unknownStep) {
+    const step = JSON.stringify((response!.body as { step?: unknown }).step);
+    report.stepOutcomeUnknown =
+      `every request with this key is answered 500 step-outcome-unknown: the at-most-once step ${step} was interrupted ` +
+      `and nothing could tell whether it had its effect. Check the other system, then keys:resolve-step ${step} --done JSON or --not-done`;
+  } else if (isFinalFailure(record)) {
     report.poisoned =
       'every request with this key is answered 500 key-poisoned, the handler not run: its owners crashed on it. ' +
       'Fix the cause, then keys:release lets it run again';
+  }
+  if (record.startedSteps?.length) {
+    report.startedSteps = record.startedSteps.map(({ name, startedAt, attempt }) => ({
+      name,
+      startedAt: iso(startedAt),
+      attempt,
+    }));
   }
   if (record.status === 'PENDING') {
     report.renewedAt = iso(record.renewedAt ?? record.pendingSince);

@@ -260,6 +260,8 @@ function reportLines(report: RecordReport): string[] {
     ...(report.owner === undefined ? [] : [`owner: ${report.owner}`]),
     ...(report.owners === undefined ? [] : [`owners since its last clean end: ${report.owners.join(', ') || 'none'}`]),
     ...(report.poisoned === undefined ? [] : [`poisoned: ${report.poisoned}`]),
+    ...(report.stepOutcomeUnknown === undefined ? [] : [`step outcome unknown: ${report.stepOutcomeUnknown}`]),
+    ...(report.version === undefined ? [] : [`version: ${report.version}`]),
     ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
     ...(report.storedBytes === undefined
       ? []
@@ -269,6 +271,10 @@ function reportLines(report: RecordReport): string[] {
       ({ name, recordedAt, attempt, bytes, result }) =>
         `step ${JSON.stringify(name)}: recorded at ${recordedAt}, attempt ${attempt}, ${bytes ?? '?'} bytes` +
         (result === undefined ? '' : `, result: ${JSON.stringify(result)}`),
+    ),
+    ...(report.startedSteps ?? []).map(
+      ({ name, startedAt, attempt }) =>
+        `step ${JSON.stringify(name)}: started at ${startedAt}, attempt ${attempt}, not recorded (at most once: outcome unknown)`,
     ),
   ];
 }

@@ -33,6 +33,12 @@ const CLAIM =
 const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps), #owners = list_append(if_not_exists(#owners, :noOwners), :owner) REMOVE #response, #completed, #renewed ADD #runs :one`;
 const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one, #owners = :owner REMOVE #response, #completed, #renewed`;
 const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;
+/** A versioned claim (`ClaimInput.version`) writes its version; a claim without one leaves the attribute as it is. */
+const versioned = (update: string) => update.replace(' REMOVE ', ', #version = :version REMOVE ');
+const RESUME_VERSIONED = versioned(RESUME);
+const RESTART_VERSIONED = versioned(RESTART);
+/** `onVersionChange` 'refuse' or 'restart': a resume wins only a record of its version, or one without steps. */
+const RESUMABLE_SAME_VERSION = `(${RESUMABLE}) AND (attribute_not_exists(#pk) OR #version = :version OR attribute_not_exists(#steps) OR size(#steps) = :zero)`;
 const RECORD_STEP = 'SET #steps.#step = :step';
 
 /** A claim as sent: the caller's input, the new claim token, and the time it is sent at (epoch seconds). */
@@ -75,9 +81,8 @@ function claimUpdate(
   read: RecordRead | undefined,
 ): UpdateItemCommandInput {
   const { claimToken, nowSeconds } = request;
-  const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '' } = request.claim;
-  const update = read === undefined ? RESUME : RESTART;
-  const condition = read === undefined ? RESUMABLE : RESTARTABLE;
+  const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '', version } = request.claim;
+  const [update, condition] = forms(read === undefined, request.claim);
   const values = attributeValues({
     ':pending': 'PENDING',
     ':failed': 'FAILED',
@@ -93,6 +98,10 @@ function claimUpdate(
     ':owner': [holder],
     ':noOwners': NO_OWNERS,
   });
+  if (version !== undefined) {
+    values[':version'] = { S: version };
+    if (condition === RESUMABLE_SAME_VERSION) values[':zero'] = { N: '0' };
+  }
   if (read !== undefined) {
     // the rare path only (the restart form starts the owners afresh)
     values[':readToken'] = { S: read.claimToken };
@@ -109,6 +118,13 @@ function claimUpdate(
     ReturnValues: read === undefined ? 'ALL_OLD' : 'NONE',
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
+}
+
+/** A claim's update and condition: the resume or restart form, versioned or not. */
+function forms(resume: boolean, { version, onVersionChange = 'refuse' }: ClaimInput): [string, string] {
+  if (version === undefined) return resume ? [RESUME, RESUMABLE] : [RESTART, RESTARTABLE];
+  if (!resume) return [RESTART_VERSIONED, RESTARTABLE];
+  return [RESUME_VERSIONED, onVersionChange === 'resume' ? RESUMABLE : RESUMABLE_SAME_VERSION];
 }
 
 /**

@@ -37,6 +37,7 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#owners': 'owners',
   '#renewed': 'renewed_at',
   '#inflight': 'in_flight',
+  '#version': 'version',
 };
 
 /**
@@ -123,6 +124,7 @@ export function recordFromItem(
   const holder = read('holder');
   const owners = read('owners');
   const renewedAt = read('renewed_at');
+  const version = read('version');
   return {
     key,
     ...(layout.sortKey ? { partition: String(item[layout.partitionKey]) } : {}),
@@ -134,6 +136,7 @@ export function recordFromItem(
     ...(typeof holder === 'string' && holder !== '' ? { holder } : {}),
     ...(Array.isArray(owners) ? { owners: owners.map(String) } : {}),
     ...(renewedAt === undefined ? {} : { renewedAt: Number(renewedAt) }),
+    ...(typeof version === 'string' ? { version } : {}),
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
     responseBytes: response === undefined ? undefined : encodedByteLength(response as string | Uint8Array),

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
-import { claimableBy, IdempotencyRecord } from '../repository/idempotency.record';
+import { claimableBy, IdempotencyRecord, versionChange } from '../repository/idempotency.record';
 import { ClaimInput, ClaimResult } from '../repository/idempotency.repository';
 import { RecordRead, restartClaimRequest, resumeClaimRequest } from './claim-requests';
 import type { CompletedPutStore } from './completed-put';
@@ -51,7 +51,10 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
       if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
       // Claimable: the same request unfinished is resumed; another request's record, or a finished one, restarted.
       const resumable = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
-      restarting = existing && !resumable ? existing : undefined;
+      // Steps of another version of the code: refused (the record comes back as it is), or restarted without them.
+      const otherVersion = resumable && versionChange(claim, existing);
+      if (otherVersion === 'refuse') return { claimed: false, existing: existing! };
+      restarting = existing && (!resumable || otherVersion === 'restart') ? existing : undefined;
     }
   }
 }

@@ -144,31 +144,6 @@ export class IdempotencyKeyPoisonedError extends IdempotencyError {
 }
 
 /**
- * An at-most-once step (`semantics: 'at-most-once'`) that a run started and did not record: its function may have had
- * its effect, and its probe could not tell (or it has none). Its function is not run again; the key is stored as a
- * final failure that every duplicate gets until an operator settles the step (`keys:resolve-step`). `key` is the step's
- * key (`deriveKey(name)`), the one its downstream call carried; absent when answered from the store.
- */
-export class StepOutcomeUnknownError extends IdempotencyError {
-  override readonly name = 'StepOutcomeUnknownError';
-  readonly outcome = 'step_outcome_unknown';
-  constructor(
-    readonly step: string,
-    readonly attempt: number,
-    readonly key?: string,
-  ) {
-    super(
-      `The outcome of step ${JSON.stringify(step)} (attempt ${attempt}) is unknown: it was started and its result was ` +
-        'not recorded, and it runs at most once. An operator must settle it.',
-    );
-  }
-
-  override problemExtensions(): Record<string, unknown> {
-    return { step: this.step, attempt: this.attempt };
-  }
-}
-
-/**
  * An outcome asked by its key alone (`@IdempotentOutcome()`) that is not there: no record for this caller's key (never
  * received, purged, past its retention), or one that was released (it failed, or its owner died): sending the request
  * again runs it.

@@ -17,6 +17,7 @@ export type ProblemOutcome =
   | 'reentrant_call'
   | 'key_poisoned'
   | 'step_outcome_unknown'
+  | 'version_mismatch'
   | 'outcome_not_found'
   | 'store_misconfigured'
   | 'store_throttled'
@@ -124,6 +125,13 @@ export const PROBLEMS = {
     slug: 'step-outcome-unknown',
     title: 'Step outcome unknown',
     status: 500,
+  },
+  version_mismatch: {
+    event: 'version-mismatch',
+    slug: 'version-mismatch',
+    title: 'Recorded steps of another version',
+    status: 503,
+    retryAfter: 'lease',
   },
   outcome_not_found: {
     event: 'outcome-not-found',

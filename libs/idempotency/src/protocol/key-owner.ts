@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { IdempotencyLeaseLostError, StepOutcomeUnknownError } from '../errors/idempotency.errors';
+import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
 import { crashedTooOften, poison, storeUnknownOutcome } from './poisoned-keys';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
-import { StepOutcomeUnknownError } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';

@@ -1,9 +1,6 @@
 import { Logger } from '@nestjs/common';
-import {
-  IdempotencyKeyPoisonedError,
-  IdempotencyLeaseLostError,
-  StepOutcomeUnknownError,
-} from '../errors/idempotency.errors';
+import { IdempotencyKeyPoisonedError, IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { IdempotencyRecord, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';

@@ -115,6 +115,8 @@ export class SingleFlight {
           leaseSeconds,
           clockSkewSeconds: call.clockSkewSeconds,
           holder: claimHolder(),
+          version: call.version,
+          onVersionChange: call.onVersionChange,
         }),
       claimOutcome,
     );

@@ -3,8 +3,8 @@ import {
   IdempotencyError,
   IdempotencyLeaseLostError,
   IdempotencyRecordUnreadableError,
-  StepOutcomeUnknownError,
 } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';

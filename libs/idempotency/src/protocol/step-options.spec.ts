@@ -1,4 +1,5 @@
-import { IdempotencyLeaseLostError, StepOutcomeUnknownError } from '../errors/idempotency.errors';
+import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { resolveOptions } from '../options/resolved-options';
 import { callPolicy } from '../options/route-settings';
@@ -291,10 +292,13 @@ describe('step options', () => {
     [null, 'options must be an object'],
     [{ timeoutMs: Number.NaN }, `timeoutMs is a whole number of ms from 1 to ${2 ** 31 - 1}, not NaN`],
     [{ timeoutMs: 0 }, `timeoutMs is a whole number of ms from 1 to ${2 ** 31 - 1}, not 0`],
-    [{ retry: { attempts: 0, retryable: () => true } }, 'retry.attempts is a whole number from 1 to 100, not 0'],
+    [
+      { retry: { attempts: 0, retryable: (): boolean => true } },
+      'retry.attempts is a whole number from 1 to 100, not 0',
+    ],
     [{ retry: { attempts: 2 } }, 'retry.retryable must be a function (which errors are worth another attempt)'],
     [
-      { retry: { attempts: 2, retryable: () => true, backoff: { factor: Number.NaN } } },
+      { retry: { attempts: 2, retryable: (): boolean => true, backoff: { factor: Number.NaN } } },
       `retry.backoff.factor is a number from 1 to ${2 ** 31 - 1}, not NaN`,
     ],
   ])('refuses the options %p with a TypeError', (options, message) => {

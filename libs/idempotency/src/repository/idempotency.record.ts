@@ -98,6 +98,8 @@ export interface IdempotencyRecord {
    * or its lease ran out). A claim that takes over a lease counts them against `maxCrashedOwners`.
    */
   owners?: string[];
+  /** The version of the code whose claim wrote the record (`@Idempotent({ version })`), when it had one. */
+  version?: string;
   /** Epoch seconds: the owner's last lease renewal, when it renewed at least once (else it claimed at `pendingSince`). */
   renewedAt?: number;
   /** Epoch seconds. */
@@ -182,6 +184,30 @@ export function claimableBy(
   const held = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0;
   const heldSteps = record.status === 'FAILED' && held && record.expiresAt >= nowSeconds;
   return !heldSteps || record.fingerprint === fingerprint;
+}
+
+/**
+ * What a versioned claim does with the record it would resume (`onVersionChange`, default 'refuse'), when the record
+ * holds steps of another version; undefined when it resumes it as it is.
+ */
+export function versionChange(
+  { version, onVersionChange = 'refuse' }: { version?: string; onVersionChange?: 'refuse' | 'resume' | 'restart' },
+  record: Pick<IdempotencyRecord, 'steps' | 'startedSteps' | 'version'> | undefined,
+): 'refuse' | 'restart' | undefined {
+  if (version === undefined || onVersionChange === 'resume' || !record) return undefined;
+  return holdsStepsOfAnotherVersion(record, version) ? onVersionChange : undefined;
+}
+
+/**
+ * Whether a claim of `version` would resume steps another version of the code recorded or started: the record holds
+ * steps and was written by another version (or by none). A claim without a version never asks.
+ */
+export function holdsStepsOfAnotherVersion(
+  record: Pick<IdempotencyRecord, 'steps' | 'startedSteps' | 'version'>,
+  version: string,
+): boolean {
+  const held = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0;
+  return held && record.version !== version;
 }
 
 /**

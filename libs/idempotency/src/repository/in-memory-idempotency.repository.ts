@@ -1,6 +1,6 @@
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
+import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable, versionChange } from './idempotency.record';
 import { COMPACT_AFTER, EXPIRED_CHECKED_PER_WRITE, nextClaimToken, readRecord, readSteps } from './in-memory-records';
 import { segmentOf, StoredRecord, storedRecord } from './in-memory-records';
 import {
@@ -75,21 +75,18 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return this.records.size;
   }
 
-  async claim({
-    key,
-    partition,
-    fingerprint,
-    leaseSeconds,
-    clockSkewSeconds = 0,
-    holder,
-  }: ClaimInput): Promise<ClaimResult> {
+  async claim(input: ClaimInput): Promise<ClaimResult> {
+    const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder, version } = input;
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
     const read = existing && readRecord(existing);
     if (read && !claimableBy(read, fingerprint, now, clockSkewSeconds)) return { claimed: false, existing: read };
+    // The same request left unfinished is resumed with its steps (unless another version's, `onVersionChange`).
+    const same = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
+    const change = same ? versionChange(input, read) : undefined;
+    if (change === 'refuse') return { claimed: false, existing: read! };
     const claimToken = nextClaimToken();
-    // The same request left unfinished is resumed with its steps; anything else starts without.
-    const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;
+    const resumed = same && change === undefined ? existing : undefined;
     const runs = Math.max(1, (resumed?.runs ?? 0) + 1);
     const steps = resumed?.steps && new Map(resumed.steps);
     // Every field at once (V8 keeps one shape for every claim); the partition only in a sort-key layout, as before.
@@ -105,6 +102,8 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     };
     if (partition !== undefined) record.partition = partition;
     if (holder !== undefined) record.holder = holder;
+    const written = version ?? existing?.version; // as DynamoDB's update: a claim without one leaves it
+    if (written !== undefined) record.version = written;
     // The owners since the last clean end: the resumed request's, then this claim's (a restart starts them again).
     record.owners = [...(resumed?.owners ?? []), holder ?? ''];
     this.write(record, existing, now);

@@ -50,6 +50,7 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
   if (stored.holder !== undefined) record.holder = stored.holder;
   if (stored.owners !== undefined) record.owners = [...stored.owners];
   if (stored.renewedAt !== undefined) record.renewedAt = stored.renewedAt;
+  if (stored.version !== undefined) record.version = stored.version;
   if (listed) return record;
   if (response !== undefined) {
     record.response = JSON.parse(response) as StoredResponse;

@@ -28,7 +28,21 @@ export interface ClaimInput extends RecordLocation {
    * Shown by `keys:inspect`; a store may leave it out.
    */
   holder?: string;
+  /**
+   * The version of the code that claims (`@Idempotent({ version })`), written on the record. Without it, the record's
+   * version is removed and any record is resumed as before.
+   */
+  version?: string;
+  /**
+   * With `version`: what a claim that would resume a record of another version holding steps (recorded or started)
+   * does. `'refuse'` (the default): it loses, and the record comes back (`claimed: false`) unchanged; `'restart'`: it
+   * takes the record over without its steps; `'resume'`: it resumes them.
+   */
+  onVersionChange?: VersionChange;
 }
+
+/** What a run does with a record of another version that holds steps (`onVersionChange`). */
+export type VersionChange = 'refuse' | 'resume' | 'restart';
 
 /**
  * A lost race is a value, not an exception: exceptions are for store faults. A won claim that resumes a request
