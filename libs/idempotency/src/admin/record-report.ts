@@ -1,6 +1,7 @@
 import {
   IdempotencyRecord,
   IdempotencyStatus,
+  inRecordedOrder,
   isFinalFailure,
   omittedInWords,
   RecordedStep,
@@ -39,7 +40,7 @@ export interface RecordReport extends RecordLocation {
   /** Set on a key whose at-most-once step's outcome is unknown (FAILED, final): the step, and how to settle it. */
   stepOutcomeUnknown?: string;
   /** The version of the handler whose claim wrote it (`@Idempotent({ version })`), when it had one. */
-  version?: string;
+  handlerVersion?: string;
   /** The at-most-once steps started and not recorded (their function may or may not have had its effect). */
   startedSteps?: { name: string; startedAt: string; attempt: number }[];
   /** PENDING: when its owner last renewed the lease (its claim's time until a first renewal). */
@@ -54,6 +55,8 @@ export interface StepReport {
   recordedAt: string;
   /** The `attempt` its function ran as when it was recorded. */
   attempt: number;
+  /** The claim (run) of the record that recorded it. */
+  run?: number;
   /** Its size as stored, in bytes. */
   bytes?: number;
   result?: unknown;
@@ -84,7 +87,7 @@ export function reportRecord(
     sealed: response?.sealed !== undefined,
     ...(record.holder === undefined ? {} : { holder: record.holder }),
     ...(record.owners === undefined ? {} : { owners: record.owners }),
-    ...(record.version === undefined ? {} : { version: record.version }),
+    ...(record.version === undefined ? {} : { handlerVersion: record.version }),
   };
   const unknownStep =
     (response?.body as { type?: unknown; step?: unknown } | undefined)?.type === 'step-outcome-unknown';
@@ -110,7 +113,10 @@ export function reportRecord(
     report.owner = ownerInWords(record, now);
   }
   if (showBody && response) report.body = opened(sealer, record.key, response);
-  if (record.steps?.length) report.steps = record.steps.map((step) => stepReport(sealer, record.key, step, showBody));
+  if (record.steps?.length)
+    report.steps = [...record.steps]
+      .sort(inRecordedOrder)
+      .map((step) => stepReport(sealer, record.key, step, showBody));
   return report;
 }
 
@@ -143,8 +149,8 @@ function ownerInWords(record: IdempotencyRecord, now: number): string {
 const LIVENESS_GRACE_SECONDS = 5;
 
 function stepReport(sealer: ResponseSealer | undefined, key: string, step: RecordedStep, showBody: boolean) {
-  const { name, recordedAt, attempt, bytes } = step;
-  const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, bytes };
+  const { name, recordedAt, attempt, run, bytes } = step;
+  const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, run, bytes };
   if (showBody) report.result = opened(sealer, stepSealKey(key, name), step.result);
   return report;
 }

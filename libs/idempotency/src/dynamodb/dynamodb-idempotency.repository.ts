@@ -28,6 +28,8 @@ import {
   RemoveInput,
   RemoveResult,
   RenewInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
   ScanInput,
   StartStepInput,
   TransitionResult,
@@ -51,7 +53,7 @@ import {
   updateRequest,
 } from './record-requests';
 import { inFlightCostOf } from './in-flight-index';
-import { removeRequest, reopenRequest } from './operator-requests';
+import { removeRequest, reopenRequest, reviseStepsRequest } from './operator-requests';
 import { inFlightRecords, scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
 import { tableReadiness } from './table-checks';
@@ -216,7 +218,14 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return this.operatorWrite(input, new UpdateItemCommand(request));
   }
 
-  /** An operator's write (a removal, a reopening), conditioned on the record as read. */
+  /** An operator's revision of a request's steps, conditioned on the record as read (`operator-requests.ts`). */
+  override async reviseSteps(input: ReviseStepsInput): Promise<ReviseStepsResult> {
+    const request = reviseStepsRequest(this.tableName, this.layout, input, this.clock.nowSeconds());
+    const written = await this.operatorWrite(input, new UpdateItemCommand(request));
+    return written.removed ? { revised: true } : { revised: false, current: written.current };
+  }
+
+  /** An operator's write (a removal, a reopening, a revision), conditioned on the record as read. */
   private async operatorWrite(
     location: RecordLocation,
     command: DeleteItemCommand | UpdateItemCommand,

@@ -55,6 +55,8 @@ export class StepJournal implements StepRunner {
   /** The run that recorded the latest step (1 if none): a step not recorded may have been started by every run since. */
   private base = 1;
   private readonly ledger: StepLedger = { bytes: 0, unfinished: 0 };
+  /** The place of the next step recorded among the request's steps (`RecordedStep.seq`). */
+  private seq: number;
   private ended = false;
 
   constructor(
@@ -69,6 +71,7 @@ export class StepJournal implements StepRunner {
       this.ledger.bytes += step.bytes ?? 0;
     }
     for (const step of claim.startedSteps ?? []) this.started.set(step.name, step);
+    this.seq = claim.steps.length;
     call.steps = this.ledger;
   }
 
@@ -164,6 +167,7 @@ export class StepJournal implements StepRunner {
     const { repository, sealer } = this.deps;
     const { recordKey: key, partition } = this.call;
     const { claimToken, run } = this.claim;
+    const seq = this.seq++;
     const encoded: StoredResponse = {
       statusCode: 200,
       headers: {},
@@ -174,7 +178,7 @@ export class StepJournal implements StepRunner {
     const bytes = stepEntryBytes(name, result);
     limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
-      repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
+      repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run, seq } }),
     ).catch((error: unknown) => {
       // The step's function has run: whatever the store's fault, the request may have been partly processed.
       if (error instanceof IdempotencyError) error.workStarted = true;

@@ -134,8 +134,15 @@ export interface RecordedStep {
   attempt: number;
   /** The claim (run) of the record that recorded it: 1 for the first run. */
   run: number;
+  /** Its place among the request's recorded steps, 0 for the first (absent on steps recorded before it was kept). */
+  seq?: number;
   /** Its size in the store, in bytes, when it was read. */
   bytes?: number;
+}
+
+/** Recorded steps in the order they were recorded: by run, then by place (`seq`), then by time. */
+export function inRecordedOrder(a: RecordedStep, b: RecordedStep): number {
+  return a.run - b.run || (a.seq ?? 0) - (b.seq ?? 0) || a.recordedAt - b.recordedAt;
 }
 
 /**

@@ -14,6 +14,8 @@ import {
   RemoveInput,
   RemoveResult,
   RenewInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
   StartStepInput,
   TransitionResult,
 } from './store-inputs';
@@ -154,5 +156,14 @@ export abstract class IdempotencyRepository {
    */
   async reopen(_input: Omit<RemoveInput, 'status'>): Promise<RemoveResult> {
     throw new Error(`${this.constructor.name} cannot reopen records`);
+  }
+
+  /**
+   * An operator's revision of a request's steps, in one write conditioned on the record as it was read
+   * (`ReviseStepsInput`): the step surgery of `keys:restart --from-step` and `keys:resolve-step`. Stores that cannot
+   * say so.
+   */
+  async reviseSteps(_input: ReviseStepsInput): Promise<ReviseStepsResult> {
+    throw new Error(`${this.constructor.name} cannot revise steps`);
   }
 }

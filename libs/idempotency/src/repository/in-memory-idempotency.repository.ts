@@ -1,8 +1,9 @@
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable, versionChange } from './idempotency.record';
-import { COMPACT_AFTER, EXPIRED_CHECKED_PER_WRITE, nextClaimToken, readRecord, readSteps } from './in-memory-records';
-import { segmentOf, StoredRecord, storedRecord } from './in-memory-records';
+import { nextClaimToken, readRecord, readSteps, revisable, revise, segmentOf } from './in-memory-records';
+import { StoredRecord, storedRecord } from './in-memory-records';
+import { WriteOrder } from './in-memory-write-order';
 import {
   ClaimInput,
   ClaimResult,
@@ -19,6 +20,8 @@ import {
   RemoveInput,
   RemoveResult,
   RenewInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
   ScanInput,
   StartStepInput,
   TransitionResult,
@@ -41,16 +44,8 @@ export interface InMemoryRepositoryOptions {
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
   private readonly records = new Map<string, StoredRecord>();
-  /**
-   * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A key claimed
-   * again is a new object (only a PENDING record is updated in place), and the record it replaces (or a removed one)
-   * is marked `dropped`: its entry is skipped, and cut once it reaches the front. Not the map's own order: a `Map`
-   * iterated from its start walks every entry deleted from its front since it last grew, and at `maxRecords` every
-   * write deletes one there.
-   */
-  private finished: StoredRecord[] = [];
-  private oldest = 0;
-  private readonly maxRecords: number;
+  /** The finished records in the order they were written: the order of eviction (`WriteOrder`). */
+  private readonly order: WriteOrder;
   /**
    * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
    * applied: there is no table to apply them to. Assert on them in unit tests.
@@ -67,7 +62,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
         `InMemoryIdempotencyRepository: maxRecords must be a positive whole number, got ${String(maxRecords)}`,
       );
     }
-    this.maxRecords = maxRecords;
+    this.order = new WriteOrder(this.records, maxRecords);
   }
 
   /** How many records are kept now. */
@@ -189,6 +184,15 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return { removed: true };
   }
 
+  override async reviseSteps(input: ReviseStepsInput): Promise<ReviseStepsResult> {
+    const record = this.records.get(input.key);
+    const now = this.clock.nowSeconds();
+    if (!record || !revisable(record, input)) return { revised: false, current: record && readRecord(record) };
+    revise(record, input, now);
+    this.order.written(record, now); // released: it is a finished record now
+    return { revised: true };
+  }
+
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
     return this.transition(key, claimToken, 'PENDING', now + leaseSeconds, now);
@@ -240,7 +244,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (status === 'PENDING') record.renewedAt = now; // a renewal
     if (status === 'COMPLETED') record.completedAt = now;
     if (response !== undefined) record.response = response;
-    this.written(record, now);
+    this.order.written(record, now);
     return { ok: true, expiresAt };
   }
 
@@ -248,52 +252,6 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   private write(record: StoredRecord, replaced: StoredRecord | undefined, now: number): void {
     if (replaced) replaced.dropped = true;
     this.records.set(record.key, record);
-    this.written(record, now);
-  }
-
-  /**
-   * After a write: a finished record goes last in the write order; then what has expired among the oldest is evicted,
-   * and the oldest finished past the limit. A PENDING record is never evicted: its lease ends by its owner's write or a
-   * takeover.
-   */
-  private written(record: StoredRecord, now: number): void {
-    if (record.status !== 'PENDING') this.finished.push(record);
-    let oldest = this.oldestKept();
-    for (let checked = 0; oldest && oldest.expiresAt < now && checked < EXPIRED_CHECKED_PER_WRITE; checked++) {
-      this.evict(oldest);
-      oldest = this.oldestKept();
-    }
-    if (oldest && this.records.size > this.maxRecords) this.evict(oldest);
-    this.compact();
-  }
-
-  /** Evicts the record `oldestKept()` found, and passes its entry. */
-  private evict(oldest: StoredRecord): void {
-    this.records.delete(oldest.key);
-    this.oldest++;
-  }
-
-  /**
-   * Drops the entries passed at the front once they are many; and when entries written again pile up behind a front
-   * that stays (a long TTL, keys failing and claimed again), keeps only the kept records: memory stays bounded by the
-   * records kept, and each entry is dropped once.
-   */
-  private compact(): void {
-    if (this.finished.length - this.oldest > 2 * this.records.size + COMPACT_AFTER) {
-      this.finished = this.finished.slice(this.oldest).filter((record) => !record.dropped);
-      this.oldest = 0;
-    } else if (this.oldest > COMPACT_AFTER && this.oldest * 2 > this.finished.length) {
-      this.finished.splice(0, this.oldest);
-      this.oldest = 0;
-    }
-  }
-
-  /** The oldest finished record still kept; the entries before it, no longer kept, are dropped from the front. */
-  private oldestKept(): StoredRecord | undefined {
-    for (; this.oldest < this.finished.length; this.oldest++) {
-      const record = this.finished[this.oldest];
-      if (!record.dropped) return record;
-    }
-    return undefined;
+    this.order.written(record, now);
   }
 }

@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { stepEntryBytes } from '../response/step-value';
-import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StartedStep, StoredResponse } from './idempotency.record';
+import type { ReviseStepsInput } from './store-inputs';
+import {
+  IdempotencyRecord,
+  IdempotencyStatus,
+  inRecordedOrder,
+  RecordedStep,
+  StartedStep,
+  StoredResponse,
+} from './idempotency.record';
 
 /**
  * How `InMemoryIdempotencyRepository` keeps a record, and hands out copies of it. A record as kept: its response as
@@ -77,7 +85,7 @@ export function readSteps(steps: Map<string, string>): { steps: RecordedStep[]; 
     if ('result' in step) recorded.push({ ...step, bytes: stepEntryBytes(step.name, step.result) });
     else startedSteps.push(step);
   }
-  return { steps: recorded, startedSteps };
+  return { steps: recorded.sort(inRecordedOrder), startedSteps };
 }
 
 /**
@@ -101,3 +109,18 @@ export const EXPIRED_CHECKED_PER_WRITE = 2;
 
 /** Entries no longer kept that the finished list may hold before it is cut down. */
 export const COMPACT_AFTER = 1024;
+
+/** Whether an operator's revision applies: the record as it was read, a PENDING one only past its lease. */
+export function revisable(record: StoredRecord, { claimToken, status, leaseEndedBefore }: ReviseStepsInput): boolean {
+  if (record.claimToken !== claimToken || record.status !== status) return false;
+  return status !== 'PENDING' || record.expiresAt < (leaseEndedBefore ?? Number.NEGATIVE_INFINITY);
+}
+
+/** An operator's revision of a kept record (`ReviseStepsInput`): released, its steps revised, a final failure reopened. */
+export function revise(record: StoredRecord, { forget, settle, ttlSeconds }: ReviseStepsInput, now: number): void {
+  record.status = 'FAILED';
+  record.expiresAt = now + ttlSeconds;
+  delete record.response;
+  for (const name of forget) record.steps?.delete(name);
+  if (settle) (record.steps ??= new Map()).set(settle.name, JSON.stringify({ ...settle, recordedAt: now }));
+}

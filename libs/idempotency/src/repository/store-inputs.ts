@@ -78,6 +78,25 @@ export interface StartStepInput extends RecordLocation {
   step: Omit<StartedStep, 'startedAt'>;
 }
 
+/**
+ * An operator's revision of a request's steps (`keys:restart --from-step`, `keys:resolve-step`), applied only to the
+ * record as it was read: its claim token and status, and a PENDING one only once its lease ended before
+ * `leaseEndedBefore` (never a live owner's). The record is released (FAILED, kept `ttlSeconds` for its request, a final
+ * failure reopened), the steps in `forget` (recorded or started) are forgotten, and `settle` is recorded in its start's
+ * place.
+ */
+export interface ReviseStepsInput extends RecordLocation {
+  claimToken: string;
+  status: 'PENDING' | 'FAILED';
+  leaseEndedBefore?: number;
+  forget: readonly string[];
+  settle?: Omit<RecordedStep, 'bytes' | 'recordedAt'>;
+  ttlSeconds: number;
+}
+
+/** A revision applied, or refused because the record is no longer as it was read (`current`: as it is now). */
+export type ReviseStepsResult = { revised: true } | { revised: false; current?: IdempotencyRecord };
+
 export interface CompleteInput extends RecordLocation {
   claimToken: string;
   response: StoredResponse;
