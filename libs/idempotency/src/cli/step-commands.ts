@@ -1,7 +1,8 @@
 import { IdempotencyAdmin } from '../admin/idempotency-admin';
 import { RecordReport } from '../admin/record-report';
 import { StepResolution } from '../admin/step-surgery';
-import { CliCommand, CliContext, UsageError } from './cli-context';
+import { Logger } from '@nestjs/common';
+import { CliCommand, CliContext, StderrLogger, UsageError } from './cli-context';
 import { adminOf, onTable, printResult, SELECTOR_FLAGS, SELECTOR_USAGE, selectorOf } from './key-commands';
 
 /**
@@ -107,6 +108,7 @@ async function revise(
   context: CliContext,
   surgery: (admin: IdempotencyAdmin, operator: string) => ReturnType<IdempotencyAdmin['reviseSteps']>,
 ): Promise<number> {
+  Logger.overrideLogger(new StderrLogger()); // the surgery's record; stdout is the result's (--json)
   const credentials = await context.client.config.credentials().catch(() => undefined);
   const operator = credentials?.accessKeyId ? `access key ${credentials.accessKeyId}` : 'unknown';
   return printResult(context, await surgery(adminOf(context), operator));
