@@ -8,11 +8,20 @@ export type LandedWrite = { key: string; sent: number; nowSeconds: number; skew:
   | { kind: 'claim'; token: string; fingerprint: string; leaseSeconds: number; resumedSteps: number }
   | { kind: 'put-completed'; token: string; fingerprint: string; ttlSeconds: number }
   | { kind: 'complete'; token: string; ttlSeconds: number }
-  | { kind: 'fail'; token: string; ttlSeconds: number; final: boolean }
+  | { kind: 'fail'; token: string; ttlSeconds: number; final: 'poisoned' | 'outcome-unknown' | false }
   | { kind: 'reopen'; token: string }
   | { kind: 'renew'; token: string; leaseSeconds: number }
-  | { kind: 'step'; token: string }
+  | { kind: 'step'; token: string; name: string }
+  | { kind: 'step-start'; token: string; name: string }
   | { kind: 'remove'; token: string; status: IdempotencyStatus }
+  | {
+      kind: 'revise';
+      token: string;
+      status: IdempotencyStatus;
+      forget: string[];
+      settled?: string;
+      ttlSeconds: number;
+    }
 );
 
 /** What the oracle knows of a record: its state, and when (in the order of calls) it came to be. */
@@ -22,8 +31,10 @@ interface Known {
   expiresAt: number;
   fingerprint: string;
   steps: boolean;
-  /** A final failure (a poisoned key): claimable only once expired. */
+  /** A final failure (a poisoned key, a step's unknown outcome): claimable only once expired. */
   final: boolean;
+  /** The at-most-once steps started and not recorded, by the claim token that started each. */
+  started: Map<string, string>;
   at: number;
 }
 
@@ -61,6 +72,18 @@ export class WriteOracle {
   readonly poisonDue = new Set<string>();
   /** Poisonings by a claim that was not due to poison (invariant 12). */
   readonly poisonViolations: string[] = [];
+  /**
+   * At-most-once steps a claim may start again over their start (invariant 13), as `token name`: its probe said the
+   * effect did not happen (the fleet's probe says so here).
+   */
+  private readonly notDone = new Set<string>();
+  /** Starts of at-most-once steps over a start no probe or operator cleared, and unknown outcomes without a start. */
+  readonly atMostOnceViolations: string[] = [];
+
+  /** A probe of `token`'s run said the step's interrupted attempt had no effect: the run may start it again. */
+  probedNotDone(token: string, name: string): void {
+    this.notDone.add(`${token} ${name}`);
+  }
 
   /** A call is being sent: its place in the order of events. */
   sent(): number {
@@ -96,8 +119,10 @@ export class WriteOracle {
         token: record.claimToken,
         expiresAt: record.expiresAt,
         fingerprint: record.fingerprint,
-        steps: (record.steps?.length ?? 0) > 0,
+        steps: (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0,
         final: record.status === 'FAILED' && record.response !== undefined,
+        // Who started each is not kept by the store: a start found here was another run's (or this run's before).
+        started: new Map((record.startedSteps ?? []).map((step) => [step.name, 'a run before'])),
         at: ++this.order,
       },
     );
@@ -112,6 +137,7 @@ export class WriteOracle {
     if (fault)
       this.violations.push(`${write.writer} ${write.kind} by ${write.token} landed on ${describe(before)}: ${fault}`);
     this.countOwners(write, before);
+    if (judged) this.checkAtMostOnce(write, before);
     this.known.set(write.key, this.after(write, before));
     if (write.kind === 'complete' || write.kind === 'fail' || write.kind === 'put-completed') {
       const status = write.kind === 'fail' ? 'FAILED' : 'COMPLETED';
@@ -138,14 +164,14 @@ export class WriteOracle {
         return;
       }
       case 'fail':
-        if (write.final && !this.poisonDue.has(write.token)) {
+        if (write.final === 'poisoned' && !this.poisonDue.has(write.token)) {
           const crashed = (this.owners.get(key) ?? []).length - 1;
           this.poisonViolations.push(
             `claim ${write.token} poisoned the key after ${crashed} crashed owner(s) (maxCrashedOwners ${this.maxCrashedOwners})`,
           );
         }
         // An owner's own release is a clean end, whatever the protocol told the store (a sweep's or an operator's is not).
-        if (write.writer === 'owner' && !write.final) this.owners.delete(key);
+        if (write.writer === 'owner' && write.final !== 'poisoned') this.owners.delete(key);
         return;
       case 'complete':
       case 'put-completed':
@@ -154,6 +180,27 @@ export class WriteOracle {
         return;
       default:
         return;
+    }
+  }
+
+  /**
+   * Invariant 13, from the writes alone: an at-most-once step's start lands over an earlier start of it (which no result
+   * replaced and no operator forgot) only from the run that made that start (its retry within the run) or from a run
+   * whose probe said the effect did not happen; a step's unknown outcome is stored only over a start.
+   */
+  private checkAtMostOnce(write: LandedWrite, before: Known | undefined): void {
+    if (write.kind === 'step-start') {
+      const starter = before?.started.get(write.name);
+      if (starter !== undefined && starter !== write.token && !this.notDone.has(`${write.token} ${write.name}`)) {
+        this.atMostOnceViolations.push(
+          `claim ${write.token} started step ${write.name} again over a start no probe or operator cleared`,
+        );
+      }
+    }
+    if (write.kind === 'fail' && write.final === 'outcome-unknown' && (before?.started.size ?? 0) === 0) {
+      this.atMostOnceViolations.push(
+        `claim ${write.token} stored an unknown step outcome on a record with no started step`,
+      );
     }
   }
 
@@ -183,6 +230,12 @@ export class WriteOracle {
         if (before?.status !== 'FAILED' || !before.final || before.token !== write.token)
           return 'not the poisoned record as it was read';
         return undefined;
+      case 'revise':
+        if (before?.status !== write.status || before.token !== write.token) return 'not the record as it was read';
+        if (before.status === 'PENDING' && !(before.expiresAt < now))
+          return 'a live lease (an operator’s step surgery)';
+        if (before.status === 'COMPLETED') return 'a completed record (an operator’s step surgery)';
+        return undefined;
       case 'remove':
         if (before?.status !== write.status || before.token !== write.token) return 'not the record as it was read';
         if (write.writer === 'sweep' && !(before.expiresAt < now - write.skew))
@@ -203,12 +256,26 @@ export class WriteOracle {
     switch (write.kind) {
       case 'claim': {
         const { token, fingerprint, leaseSeconds, resumedSteps } = write;
-        const steps = resumedSteps > 0;
-        return { status: 'PENDING', token, expiresAt: now + leaseSeconds, fingerprint, steps, final: false, at };
+        // A claim of the same unfinished request keeps its starts, whatever the store hands back; any other, none.
+        const resumes = before && before.status !== 'COMPLETED' && before.fingerprint === fingerprint;
+        const started = resumes ? new Map(before.started) : new Map<string, string>();
+        const steps = resumedSteps > 0 || started.size > 0;
+        return {
+          status: 'PENDING',
+          token,
+          expiresAt: now + leaseSeconds,
+          fingerprint,
+          steps,
+          final: false,
+          started,
+          at,
+        };
       }
       case 'put-completed': {
         const { token, fingerprint, ttlSeconds } = write;
-        return { status: 'COMPLETED', token, expiresAt: now + ttlSeconds, fingerprint, steps: false, final: false, at };
+        const started = new Map<string, string>();
+        const expiresAt = now + ttlSeconds;
+        return { status: 'COMPLETED', token, expiresAt, fingerprint, steps: false, final: false, started, at };
       }
       case 'remove':
         return undefined;
@@ -220,15 +287,26 @@ export class WriteOracle {
           before && {
             ...before,
             status: write.kind === 'fail' ? 'FAILED' : 'COMPLETED',
-            final: write.kind === 'fail' && write.final,
+            final: write.kind === 'fail' && write.final !== false,
             expiresAt: now + write.ttlSeconds,
             at,
           }
         );
       case 'renew':
         return before && { ...before, expiresAt: now + write.leaseSeconds, at };
-      case 'step':
-        return before && { ...before, steps: true, at };
+      case 'step': {
+        const started = new Map(before?.started);
+        started.delete(write.name);
+        return before && { ...before, steps: true, started, at };
+      }
+      case 'step-start':
+        return before && { ...before, steps: true, started: new Map(before.started).set(write.name, write.token), at };
+      case 'revise': {
+        const started = new Map(before?.started);
+        for (const name of [...write.forget, write.settled ?? '']) started.delete(name);
+        const expiresAt = now + write.ttlSeconds;
+        return before && { ...before, status: 'FAILED', final: false, started, expiresAt, at };
+      }
     }
   }
 }

@@ -105,6 +105,9 @@ export type {
   RecordLocation,
   RecordStepInput,
   StartStepInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
+  VersionChange,
   RecordStepResult,
   RenewInput,
   ScanInput,
@@ -138,5 +141,6 @@ export {
 export { IdempotencyAdmin } from './admin/idempotency-admin';
 export type { AdminResult, IdempotencyAdminOptions, KeySelector } from './admin/idempotency-admin';
 export type { RecordReport, StepReport } from './admin/record-report';
+export type { StepResolution } from './admin/step-surgery';
 export type { RemoveInput, RemoveResult } from './repository/idempotency.repository';
 export type { PartitionKeyValue } from './options/idempotency.options';
