@@ -141,7 +141,7 @@ describe('IdempotencyContext.step through execute()', () => {
     expect(stored?.runs).toBe(1);
   });
 
-  it('makes one more call per at-most-once step, its start: n + 2 + m, and none more when it resumes', async () => {
+  it('makes one more call per at-most-once step, its start: n + 2 + m', async () => {
     const tableName = await newTable();
     const { service, calls } = await instance(tableName);
     const handler = async (context: IdempotencyContext) => {
