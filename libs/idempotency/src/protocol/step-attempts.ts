@@ -72,9 +72,9 @@ export async function runAttempts<T>(fn: StepFunction<T>, run: StepAttempts): Pr
     try {
       return { value: await runAttempt(fn, run, attempt), attempt };
     } catch (error) {
-      if (run.lease.gone()) throw run.lease.lost();
       const { retry } = run;
       if (!retry || attempt >= last || !retryable(retry, error)) throw error;
+      if (run.lease.gone()) throw run.lease.lost();
       const delayMs = backoffMs(retry.backoff, attempt - run.first + 1);
       // A retry that could not finish before the lease ends is not started: the error stands.
       if (run.clock.nowMs() + delayMs + (run.timeoutMs ?? 0) > run.lease.usableUntilMs()) throw error;

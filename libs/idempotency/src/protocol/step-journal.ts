@@ -160,7 +160,6 @@ export class StepJournal implements StepRunner {
       throw this.lost('its start was not recorded: another caller holds the key now', written.current);
     }
     if (!written.ok) throw callEnded(name, 'its start was not recorded');
-    this.started.set(name, { ...step, startedAt: this.deps.clock.nowSeconds() });
   }
 
   private async record(name: string, attempt: number, value: unknown): Promise<void> {
