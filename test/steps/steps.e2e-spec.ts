@@ -476,6 +476,7 @@ describe('steps for operators', () => {
         name: 'charge',
         recordedAt: expect.stringMatching(/^\d{4}-/),
         attempt: 1,
+        run: 1,
         bytes: expect.any(Number),
         result: { chargeId: 'ch_9', at: { $type: 'Date', value: '2026-12-04T10:00:00.000Z' } },
       },
