@@ -294,10 +294,18 @@ export class Fleet {
       await this.checkStepResult(key, claimToken, execution.id, request.variant, result, name);
       return result;
     };
-    const effect = await step('effect');
-    if (!inside) await finished;
-    const receipt = key === 1 ? undefined : await step('receipt');
-    return { exec: execution.id, effect, receipt };
+    try {
+      const effect = await step('effect');
+      if (!inside) await finished;
+      const receipt = key === 1 ? undefined : await step('receipt');
+      // A run whose effect its probe found done returns without waiting for the simulation: it succeeded.
+      if (execution.state === 'running') execution.state = 'succeeded';
+      return { exec: execution.id, effect, receipt };
+    } catch (error) {
+      // A step ended the run (its probe threw, its outcome is unknown, its lease was lost): it holds the key no more.
+      if (execution.state === 'running') execution.state = 'failed';
+      throw error;
+    }
   }
 
   /** The runs that started the at-most-once effect's function: its effect happened then. */
