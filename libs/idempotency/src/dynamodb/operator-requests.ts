@@ -46,8 +46,8 @@ export function reopenRequest(
 }
 
 /**
- * An operator's revision of a request's steps (`ReviseStepsInput`): released (FAILED, a final failure's response
- * removed), the forgotten steps removed from the `steps` map and the settled one set in its start's place, only while
+ * An operator's revision of a request's steps (`ReviseStepsInput`): released (FAILED, out of the index of keys in
+ * flight, a final failure's response removed), the forgotten steps removed from the `steps` map and the settled one set in its start's place, only while
  * the record is as it was read (a PENDING one only past its lease).
  */
 export function reviseStepsRequest(
@@ -69,7 +69,8 @@ export function reviseStepsRequest(
     values[':settled'] = stepItem({ ...settle, recordedAt: nowSeconds });
     set += ', #steps.#settle = :settled';
   }
-  const update = `${set} REMOVE ${['#response', ...forgotten].join(', ')}`;
+  // Released: out of the index of keys in flight too.
+  const update = `${set} REMOVE ${['#response', '#inflight', ...forgotten].join(', ')}`;
   let condition = '#status = :status AND #token = :token';
   if (status === 'PENDING') condition += ' AND #expires < :leaseEndedBefore';
   Object.assign(values, { ':status': status, ':token': claimToken });
