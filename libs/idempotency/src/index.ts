@@ -114,9 +114,8 @@ export type {
   TransitionResult,
 } from './repository/idempotency.repository';
 export { OUTCOME_UNKNOWN } from './protocol/step-runner';
-export type { StepFunction, StepInfo, StepOptions, StepProbe } from './protocol/step-runner';
+export type { StepBackoff, StepFunction, StepInfo, StepOptions, StepProbe, StepRetry } from './protocol/step-runner';
 export { StepTimeoutError } from './protocol/step-attempts';
-export type { StepBackoff, StepRetry } from './protocol/step-attempts';
 export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';

@@ -1,6 +1,11 @@
 import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
 import { from, Observable } from 'rxjs';
-import { IdempotencyError, IdempotencyInFlightError, IdempotencyKeyPoisonedError, IdempotencyOutcomeNotFoundError } from '../errors/idempotency.errors';
+import {
+  IdempotencyError,
+  IdempotencyInFlightError,
+  IdempotencyKeyPoisonedError,
+  IdempotencyOutcomeNotFoundError,
+} from '../errors/idempotency.errors';
 import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotentOptions } from '../options/idempotency.options';
 import { IdempotencyClock } from '../idempotency.clock';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyClock } from '../idempotency.clock';
-import { runStep, StepFunction, StepInfo } from './step-runner';
+import { runStep, StepBackoff, StepFunction, StepInfo, StepRetry } from './step-runner';
 
 /**
  * The attempts of one step within a run (`IdempotencyContext.step`'s `retry` and `timeoutMs`): each attempt is given an
@@ -8,25 +8,6 @@ import { runStep, StepFunction, StepInfo } from './step-runner';
  * retryable is tried again with the same step key, after a backoff, unless the wait and the next attempt's time limit
  * would outlive the lease.
  */
-
-/** How long to wait before each retry: `initialMs`, times `factor` after each, at most `maxMs`. */
-export interface StepBackoff {
-  /** Default 100. */
-  initialMs?: number;
-  /** Default 2. */
-  factor?: number;
-  /** Default 5000. */
-  maxMs?: number;
-}
-
-/** Retries of a step within the run (`StepOptions.retry`). */
-export interface StepRetry {
-  /** Attempts in this run, the first included: 1 to 100. */
-  attempts: number;
-  /** Whether an error is worth another attempt (a timeout, a 503 from the provider); any other error ends the step. */
-  retryable: (error: unknown) => boolean;
-  backoff?: StepBackoff;
-}
 
 /** An attempt of a step that ran past its `timeoutMs`: the attempt's signal fired with it, and the step stopped waiting. */
 export class StepTimeoutError extends Error {

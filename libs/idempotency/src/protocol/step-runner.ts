@@ -1,7 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { STEP_KEY_HOOK } from '../client/derived-key';
 import { MAX_STEP_NAME_LENGTH } from '../idempotency.constants';
-import type { StepRetry } from './step-attempts';
 
 /**
  * What every way of running steps shares (`IdempotencyContext.step`): the function's arguments, the check of a step's
@@ -51,6 +50,25 @@ export const OUTCOME_UNKNOWN: unique symbol = Symbol.for('nestjs-dynamodb-idempo
 export type StepProbe<T> = (
   step: StepInfo,
 ) => T | undefined | typeof OUTCOME_UNKNOWN | Promise<T | undefined | typeof OUTCOME_UNKNOWN>;
+
+/** How long to wait before each retry: `initialMs`, times `factor` after each, at most `maxMs`. */
+export interface StepBackoff {
+  /** Default 100. */
+  initialMs?: number;
+  /** Default 2. */
+  factor?: number;
+  /** Default 5000. */
+  maxMs?: number;
+}
+
+/** Retries of a step within the run (`StepOptions.retry`). */
+export interface StepRetry {
+  /** Attempts in this run, the first included: 1 to 100. */
+  attempts: number;
+  /** Whether an error is worth another attempt (a timeout, a 503 from the provider); any other error ends the step. */
+  retryable: (error: unknown) => boolean;
+  backoff?: StepBackoff;
+}
 
 /** How a step runs (`IdempotencyContext.step`'s third argument). */
 export interface StepOptions<T> {
