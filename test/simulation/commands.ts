@@ -651,11 +651,21 @@ export const fleetLayouts = fc
       'probe-throws',
       'probe-unknown',
     ),
+    // A rolling deploy (instance 0 on version 1, the others on 2) now and then, with each onVersionChange.
+    fc.constantFrom<'refuse' | 'resume' | 'restart' | undefined>(
+      undefined,
+      undefined,
+      undefined,
+      'refuse',
+      'resume',
+      'restart',
+    ),
   )
-  .map(([cached, offsets, ttlSeconds, maxCrashedOwners, effect]) => ({
+  .map(([cached, offsets, ttlSeconds, maxCrashedOwners, effect, versions]) => ({
     cached,
     offsets,
     ttlSeconds,
     maxCrashedOwners,
     effect,
+    versions,
   }));

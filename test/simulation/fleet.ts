@@ -179,6 +179,8 @@ export class Fleet {
       ttlSeconds?: number;
       maxCrashedOwners?: number;
       effect?: EffectMode;
+      /** A rolling deploy: instance 0 runs version 1 of the handler, the others version 2, with this `onVersionChange`. */
+      versions?: 'refuse' | 'resume' | 'restart';
     },
     readonly store: SimulatedStore,
     readonly time: Time,
@@ -202,11 +204,11 @@ export class Fleet {
     const instance = this.instances[index]; // a crashed process was replaced by a fresh one
     const request: Request = { id: this.requests.length + 1, key, variant, instance, checked: false };
     this.requests.push(request);
+    const { versions } = this.layout;
+    const version = versions && { version: index === 0 ? '1' : '2', onVersionChange: versions };
+    const options = { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant } };
     const call = () =>
-      instance.service.execute(
-        { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant }, mode: modeOf(key) },
-        (context) => this.run(request, context),
-      );
+      instance.service.execute({ ...options, mode: modeOf(key), ...version }, (context) => this.run(request, context));
     if (!instance.lambda) {
       this.answered(request, call());
       return;
@@ -240,6 +242,8 @@ export class Fleet {
     const { claimToken } = context;
     const { key, instance } = request;
     const startedMs = this.time.ms;
+    // A claim that dropped another version's steps (`onVersionChange: 'restart'`): they may run again, as documented.
+    if (this.store.oracle.restartedByVersion.has(claimToken)) this.revised(key);
     const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
     const execution: Execution = {
       id: this.executions.length + 1,

@@ -153,6 +153,8 @@ export class InstanceRepository extends IdempotencyRepository {
               fingerprint: input.fingerprint,
               leaseSeconds: input.leaseSeconds,
               resumedSteps: result.steps?.length ?? 0,
+              version: input.version,
+              onVersionChange: input.onVersionChange,
             }
           : undefined,
     );

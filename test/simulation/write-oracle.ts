@@ -5,7 +5,16 @@ export type Writer = 'owner' | 'sweep' | 'operator';
 
 /** A write that landed, as the oracle judges it: what it did, who sent it, when, and by whose clock. */
 export type LandedWrite = { key: string; sent: number; nowSeconds: number; skew: number; writer: Writer } & (
-  | { kind: 'claim'; token: string; fingerprint: string; leaseSeconds: number; resumedSteps: number }
+  | {
+      kind: 'claim';
+      token: string;
+      fingerprint: string;
+      leaseSeconds: number;
+      resumedSteps: number;
+      /** What the claim asked (its input, not what the store did): its version and `onVersionChange`. */
+      version?: string;
+      onVersionChange?: 'refuse' | 'resume' | 'restart';
+    }
   | { kind: 'put-completed'; token: string; fingerprint: string; ttlSeconds: number }
   | { kind: 'complete'; token: string; ttlSeconds: number }
   | { kind: 'fail'; token: string; ttlSeconds: number; final: 'poisoned' | 'outcome-unknown' | false }
@@ -35,6 +44,8 @@ interface Known {
   final: boolean;
   /** The at-most-once steps started and not recorded, by the claim token that started each. */
   started: Map<string, string>;
+  /** The version of the handler whose claim wrote it (kept by a claim without one). */
+  version?: string;
   at: number;
 }
 
@@ -80,6 +91,9 @@ export class WriteOracle {
   /** Starts of at-most-once steps over a start no probe or operator cleared, and unknown outcomes without a start. */
   readonly atMostOnceViolations: string[] = [];
 
+  /** The claims that took a record over from another version without its steps (`onVersionChange: 'restart'`). */
+  readonly restartedByVersion = new Set<string>();
+
   /** A probe of `token`'s run said the step's interrupted attempt had no effect: the run may start it again. */
   probedNotDone(token: string, name: string): void {
     this.notDone.add(`${token} ${name}`);
@@ -123,6 +137,7 @@ export class WriteOracle {
         final: record.status === 'FAILED' && record.response !== undefined,
         // Who started each is not kept by the store: a start found here was another run's (or this run's before).
         started: new Map((record.startedSteps ?? []).map((step) => [step.name, 'a run before'])),
+        version: record.version,
         at: ++this.order,
       },
     );
@@ -156,7 +171,9 @@ export class WriteOracle {
     const { key } = write;
     switch (write.kind) {
       case 'claim': {
-        const same = before && before.status !== 'COMPLETED' && before.fingerprint === write.fingerprint;
+        // A restart by version drops the record's steps and starts its owners afresh, as every restart form does.
+        const restarts = otherVersion(write, before) === 'restart';
+        const same = before && before.status !== 'COMPLETED' && before.fingerprint === write.fingerprint && !restarts;
         const previous = same ? (this.owners.get(key) ?? []) : [];
         const cap = this.maxCrashedOwners;
         if (before?.status === 'PENDING' && same && cap > 0 && previous.length >= cap) this.poisonDue.add(write.token);
@@ -223,6 +240,9 @@ export class WriteOracle {
           if (before.status === 'COMPLETED' || before.fingerprint !== write.fingerprint) {
             return `it was handed ${write.resumedSteps} step(s) of another request or of a completed record`;
           }
+          if (otherVersion(write, before) === 'refuse') {
+            return `version ${write.version} was handed the steps version ${before.version ?? '(none)'} recorded`;
+          }
         }
         return undefined;
       }
@@ -256,20 +276,16 @@ export class WriteOracle {
     switch (write.kind) {
       case 'claim': {
         const { token, fingerprint, leaseSeconds, resumedSteps } = write;
-        // A claim of the same unfinished request keeps its starts, whatever the store hands back; any other, none.
-        const resumes = before && before.status !== 'COMPLETED' && before.fingerprint === fingerprint;
+        // A claim of the same unfinished request keeps its starts, whatever the store hands back; any other, none; nor
+        // one that restarts another version's steps (`onVersionChange: 'restart'`, documented to run them again).
+        const restarts = otherVersion(write, before) === 'restart';
+        if (restarts) this.restartedByVersion.add(token);
+        const resumes = before && before.status !== 'COMPLETED' && before.fingerprint === fingerprint && !restarts;
         const started = resumes ? new Map(before.started) : new Map<string, string>();
         const steps = resumedSteps > 0 || started.size > 0;
-        return {
-          status: 'PENDING',
-          token,
-          expiresAt: now + leaseSeconds,
-          fingerprint,
-          steps,
-          final: false,
-          started,
-          at,
-        };
+        const version = write.version ?? before?.version;
+        const expiresAt = now + leaseSeconds;
+        return { status: 'PENDING', token, expiresAt, fingerprint, steps, final: false, started, version, at };
       }
       case 'put-completed': {
         const { token, fingerprint, ttlSeconds } = write;
@@ -315,4 +331,17 @@ function describe(known: Known | undefined): string {
   return known
     ? `${known.status} ${known.token} (expires ${known.expiresAt}${known.steps ? ', with steps' : ''})`
     : 'no record';
+}
+
+/**
+ * What a versioned claim must do with the record it meets, judged from the record the oracle knows: the same request,
+ * unfinished, holding steps (recorded or started) of another version (or of none): its `onVersionChange`.
+ */
+function otherVersion(
+  write: { fingerprint: string; version?: string; onVersionChange?: 'refuse' | 'resume' | 'restart' },
+  before: Known | undefined,
+): 'refuse' | 'restart' | undefined {
+  if (write.version === undefined || write.onVersionChange === 'resume' || !before) return undefined;
+  if (before.status === 'COMPLETED' || before.fingerprint !== write.fingerprint || !before.steps) return undefined;
+  return before.version === write.version ? undefined : (write.onVersionChange ?? 'refuse');
 }
