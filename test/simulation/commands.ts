@@ -660,8 +660,11 @@ export const fleetLayouts = fc
       'resume',
       'restart',
     ),
+    // The effect's first attempt in each run fails and is retried within the run, now and then.
+    fc.boolean(),
   )
-  .map(([cached, offsets, ttlSeconds, maxCrashedOwners, effect, versions]) => ({
+  .map(([cached, offsets, ttlSeconds, maxCrashedOwners, effect, versions, retries]) => ({
+    retries,
     cached,
     offsets,
     ttlSeconds,

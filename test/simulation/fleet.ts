@@ -46,6 +46,9 @@ export const recordKeyOf = (key: number) => recordKey('fn simulated', scopeTextO
 export type EffectMode =
   'at-least-once' | 'no-probe' | 'probe-truth' | 'probe-yes' | 'probe-no' | 'probe-throws' | 'probe-unknown';
 
+/** The provider's transient fault (a 503) that a step's `retry` accepts. */
+const TRANSIENT = new Error('a transient fault (the provider answered 503)');
+
 /** A handler's run: which request started it, on which instance, and what became of it. */
 export interface Execution {
   id: number;
@@ -181,6 +184,8 @@ export class Fleet {
       effect?: EffectMode;
       /** A rolling deploy: instance 0 runs version 1 of the handler, the others version 2, with this `onVersionChange`. */
       versions?: 'refuse' | 'resume' | 'restart';
+      /** The effect's first attempt in each run fails with an error its `retry` accepts: retried within the run. */
+      retries?: boolean;
     },
     readonly store: SimulatedStore,
     readonly time: Time,
@@ -285,15 +290,24 @@ export class Fleet {
     const inside = mode !== 'at-least-once' && key === 0;
     const step = async (name: string) => {
       const atMostOnce = name === 'effect' && mode !== 'at-least-once';
+      let failedOnce = false;
       const fn = async ({ attempt }: { attempt: number }) => {
         await this.checkStepStart(key, claimToken, execution.id, request.variant, name);
         if (atMostOnce) await this.checkStarted(key, claimToken, execution.id, attempt);
         if (atMostOnce) this.effectRuns.push({ key, exec: execution.id, seq: this.nextSeq() });
+        if (retried && !failedOnce) {
+          failedOnce = true;
+          throw TRANSIENT;
+        }
         if (atMostOnce && inside) await finished;
         return { by: execution.id };
       };
       const probe = atMostOnce ? this.probe(mode, key, claimToken) : undefined;
-      const options = atMostOnce ? { semantics: 'at-most-once' as const, probe } : undefined;
+      const retried = name === 'effect' && this.layout.retries === true;
+      const retry = retried
+        ? { attempts: 2, retryable: (error: unknown) => error === TRANSIENT, backoff: { initialMs: 0 } }
+        : undefined;
+      const options = { ...(atMostOnce ? { semantics: 'at-most-once' as const, probe } : {}), retry };
       const result = await context.step(name, fn, options);
       await this.checkStepResult(key, claimToken, execution.id, request.variant, result, name);
       return result;

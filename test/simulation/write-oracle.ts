@@ -114,6 +114,7 @@ export class WriteOracle {
 
   /** The record as the store has it now (nothing in flight). */
   sync(key: string, record: IdempotencyRecord | undefined): void {
+    const known = this.known.get(key);
     // A finished record lasts as long as the write that finished it asked (its time plus the retention); no later write
     // can land on it but a claim (another token) or a removal.
     const asked = this.retention.get(key);
@@ -135,8 +136,10 @@ export class WriteOracle {
         fingerprint: record.fingerprint,
         steps: (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0,
         final: record.status === 'FAILED' && record.response !== undefined,
-        // Who started each is not kept by the store: a start found here was another run's (or this run's before).
-        started: new Map((record.startedSteps ?? []).map((step) => [step.name, 'a run before'])),
+        // The store does not keep who started a step: the starter known from its write, else another run's.
+        started: new Map(
+          (record.startedSteps ?? []).map((step) => [step.name, known?.started.get(step.name) ?? 'a run before']),
+        ),
         version: record.version,
         at: ++this.order,
       },

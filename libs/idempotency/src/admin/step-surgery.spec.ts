@@ -90,6 +90,23 @@ describe('IdempotencyAdmin.reviseSteps', () => {
     );
   });
 
+  it('keeps the in-memory store’s eviction order: a revised FAILED record is not listed twice (its key claimed again survives)', async () => {
+    const write = async (other: string) => {
+      const claim = await repository.claim({ key: other, fingerprint: 'fp', leaseSeconds: 30 });
+      if (!claim.claimed) return;
+      await repository.complete({ key: other, claimToken: claim.claimToken, response: result(other), ttlSeconds: 100 });
+    };
+    const { selector, key, claimToken } = await crashed(['charge']);
+    await repository.fail({ key, claimToken, ttlSeconds: 60 });
+    for (const other of ['b1', 'b2', 'b3']) await write(other); // finished records between its two writes
+    await admin.reviseSteps(selector, { restartFrom: 'charge' }); // FAILED, in the write order already
+    clock.advanceSeconds(3600);
+    await write('other'); // evicts the expired records at the front, two per write, as every write does
+    expect((await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 30 })).claimed).toBe(true);
+    await write('after');
+    expect(await repository.get({ key })).toMatchObject({ status: 'PENDING' });
+  });
+
   it('writes nothing over a record that changed since it was read (a successor took the key over)', async () => {
     const { selector, key } = await crashed(['charge']);
     const get = repository.get.bind(repository);

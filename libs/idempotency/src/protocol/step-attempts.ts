@@ -59,7 +59,7 @@ export async function runAttempts<T>(fn: StepFunction<T>, run: StepAttempts): Pr
       const delayMs = backoffMs(retry.backoff, attempt - run.first + 1);
       // A retry that could not finish before the lease ends is not started: the error stands.
       if (run.clock.nowMs() + delayMs + (run.timeoutMs ?? 0) > run.lease.usableUntilMs()) throw error;
-      await sleep(delayMs);
+      if (delayMs > 0) await sleep(delayMs); // no backoff: the next attempt at once, without a timer
       if (run.lease.gone()) throw run.lease.lost();
       await run.beforeRetry(attempt + 1);
     }

@@ -189,7 +189,8 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     const now = this.clock.nowSeconds();
     if (!record || !revisable(record, input)) return { revised: false, current: record && readRecord(record) };
     revise(record, input, now);
-    this.order.written(record, now); // released: it is a finished record now
+    // Released: a PENDING record is a finished one now (a FAILED one is in the write order already, once).
+    if (input.status === 'PENDING') this.order.written(record, now);
     return { revised: true };
   }
 
