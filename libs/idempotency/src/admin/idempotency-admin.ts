@@ -6,6 +6,7 @@ import { recordKey, scopePartition } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, isFinalFailure } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
+import { publishOperatorEvent } from '../observability/outcome-events';
 import { RecordReport, reportRecord } from './record-report';
 import { resolveStep, restartFromStep, StepResolution } from './step-surgery';
 
@@ -187,13 +188,15 @@ export class IdempotencyAdmin {
   /**
    * Step surgery: forgets step `name` and every step recorded after it, and releases the key (`keys:restart
    * --from-step`), or settles a started at-most-once step (`keys:resolve-step`). One write, conditioned on the record
-   * as read; refused for a completed record or a live lease. Logged with `operator` (who ran it).
+   * as read; refused for a completed record or a live lease. Logged, and published as an outcome event
+   * (`step-surgery`, on the diagnostics channel), with `operator` (who ran it).
    */
   async reviseSteps(
     selector: KeySelector,
     surgery: { restartFrom: string } | { resolve: string; resolution: StepResolution },
     { operator }: { operator?: string } = {},
   ): Promise<AdminResult> {
+    const startedMs = performance.now();
     const location = this.locate(selector);
     const record = await this.repository.get(location);
     if (!record) return this.notFound(location);
@@ -210,6 +213,17 @@ export class IdempotencyAdmin {
       return { done: false, reason: 'changed', record: revised.current && this.report(revised.current), note: changed };
     }
     logger.log({ msg: 'step surgery', key: record.key, ...surgery, note: planned.note, operator: operator ?? null });
+    publishOperatorEvent(() => ({
+      outcome: 'step-surgery',
+      transport: 'admin',
+      operation:
+        'restartFrom' in surgery ? `restart from step ${surgery.restartFrom}` : `resolve step ${surgery.resolve}`,
+      recordKey: record.key,
+      ...(record.partition === undefined ? {} : { partition: record.partition }),
+      durationMs: performance.now() - startedMs,
+      mode: 'lease',
+      ...(operator === undefined ? {} : { operator }),
+    }));
     return { done: true, record: this.report(record), note: planned.note };
   }
 

@@ -1,3 +1,5 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { OUTCOME_CHANNEL } from '../observability/outcome-events';
 import { ManualClock } from '../testing/manual-clock';
 import { InMemoryIdempotencyRepository } from '../repository/in-memory-idempotency.repository';
 import { IdempotencyAdmin } from './idempotency-admin';
@@ -35,7 +37,20 @@ describe('IdempotencyAdmin.reviseSteps', () => {
 
   it('restarts from a step: forgets it and every step recorded after it, keeps those before and other starts, releases', async () => {
     const { selector, key } = await crashed(['reserve', 'charge', 'ship', 'receipt'], ['mail']);
-    const done = await admin.reviseSteps(selector, { restartFrom: 'charge' }, { operator: 'test' });
+    const events: unknown[] = [];
+    const listen = (event: unknown) => events.push(event);
+    subscribe(OUTCOME_CHANNEL, listen);
+    const done = await admin.reviseSteps(selector, { restartFrom: 'charge' }, { operator: 'access key AKIATEST' });
+    unsubscribe(OUTCOME_CHANNEL, listen);
+    expect(events).toEqual([
+      expect.objectContaining({
+        outcome: 'step-surgery',
+        transport: 'admin',
+        operation: 'restart from step charge',
+        recordKey: key,
+        operator: 'access key AKIATEST',
+      }),
+    ]);
     expect(done).toMatchObject({ done: true, note: expect.stringContaining('"charge", "ship", "receipt" forgotten') });
     const record = await repository.get({ key });
     expect(record).toMatchObject({ status: 'FAILED', startedSteps: [{ name: 'mail' }] });
