@@ -10,6 +10,7 @@ import { ProtectedCall } from './protected-call';
 import { HeldLease, StepJournal } from './step-journal';
 import { StepTimeoutError } from './step-attempts';
 import { checkStepOptions, OUTCOME_UNKNOWN, StepOptions } from './step-runner';
+import { UnrecordedSteps } from './unrecorded-steps';
 
 /**
  * A step's options in the journal, on the in-memory store. At-most-once steps (`semantics: 'at-most-once'`): the start
@@ -283,6 +284,15 @@ describe('step options', () => {
     const slowRetry = { ...retry(3, 1000), backoff: { initialMs: 1000 } };
     await expect(journal.step('charge', fn, { retry: slowRetry, timeoutMs: 2500 })).rejects.toBe(transient);
     expect(fn).toHaveBeenCalledTimes(1);
+  });
+
+  it("refuses an at-most-once step in mode 'optimistic' (nothing is recorded before the outcome), without running it", async () => {
+    const fn = jest.fn();
+    const optimistic = new UnrecordedSteps({ recordKey: 'r', fingerprint: 'fp' }, () => 'POST /mail');
+    await expect(optimistic.step('send', fn, { semantics: 'at-most-once' })).rejects.toThrow(
+      "an at-most-once step needs its start recorded, and mode 'optimistic' records nothing",
+    );
+    expect(fn).not.toHaveBeenCalled();
   });
 
   it.each([
