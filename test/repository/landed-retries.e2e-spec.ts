@@ -40,7 +40,7 @@ it('a claim whose first attempt landed is recognised by its own claim token: thi
   proxy.dropAnswersOf = 'UpdateItem';
   const claim = await repository.claim({ key: 'landed-claim', fingerprint: 'fp', leaseSeconds: 60 });
   expect(proxy.operations.slice(0, 2)).toEqual(['UpdateItem', 'UpdateItem']); // the SDK retried the landed claim
-  expect(claim).toEqual({ claimed: true, claimToken: expect.any(String), run: 1, steps: [] });
+  expect(claim).toEqual({ claimed: true, claimToken: expect.any(String), run: 1, steps: [], startedSteps: [] });
   expect((await repository.get({ key: 'landed-claim' }))?.claimToken).toBe(claim.claimed && claim.claimToken);
 });
 

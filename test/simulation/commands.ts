@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import {
+  EffectMode,
   Fleet,
   KEYS,
   LEASE_SECONDS,
@@ -360,6 +361,34 @@ export class Remove extends Step {
   }
 }
 
+/**
+ * An operator's step surgery on the key's at-most-once effect (`keys:resolve-step effect --done | --not-done`,
+ * `keys:restart --from-step effect`), possibly racing the key's own run: refused for a live lease or a completed record,
+ * and conditioned on the record as read (the write oracle judges it). A surgery that is done is a release point.
+ */
+export class StepSurgery extends Step {
+  constructor(
+    readonly instance: number,
+    readonly key: number,
+    readonly how: 'done' | 'not-done' | 'restart',
+  ) {
+    super();
+  }
+  async act(fleet: Fleet) {
+    const instance = fleet.instances[this.instance];
+    if (instance.crashed || instance.frozen) return;
+    const surgery =
+      this.how === 'restart'
+        ? { restartFrom: 'effect' }
+        : { resolve: 'effect', resolution: this.how === 'done' ? { done: { by: 0 } } : { notDone: true as const } };
+    const result = await instance.admin.reviseSteps(selectorOf(this.key), surgery, { operator: 'simulation' });
+    if (result.done) fleet.revised(this.key);
+  }
+  toString() {
+    return `step surgery(instance ${this.instance}, key ${this.key}, ${this.how})`;
+  }
+}
+
 /** An instance's lease heartbeats tick (a running process renews every third of a lease; a frozen or dead one not). */
 export class Heartbeat extends Step {
   constructor(readonly instance: number) {
@@ -535,6 +564,10 @@ const lateOwner = fc
   );
 
 /** Every step, weighted: mostly requests and runs finishing, then time, faults and operators. */
+const surgery = fc
+  .tuple(instance, fc.constantFrom(0, 1), fc.constantFrom<StepSurgery['how']>('done', 'not-done', 'restart'))
+  .map(([i, k, how]) => new StepSurgery(i, k, how));
+
 export const steps = [
   send,
   fc.tuple(instance, key, fc.constant(0), fc.boolean()).map(([i, k, variant, early]) => new Send(i, k, variant, early)),
@@ -565,6 +598,7 @@ export const steps = [
   fc.constant(new TtlDeletes()),
   heartbeat,
   lateOwner,
+  surgery,
 ];
 
 /**
@@ -589,6 +623,7 @@ export const fencingSteps = [
   lateOwner,
   optimisticPair,
   crashedOwner,
+  surgery,
 ];
 
 /**
@@ -602,5 +637,38 @@ export const fleetLayouts = fc
     fc.constantFrom(TTL_SECONDS, TTL_SECONDS, 8),
     // maxCrashedOwners: off, small caps that takeovers reach, and the default.
     fc.constantFrom(0, 1, 2, 3),
+    // The effect step: at least once (half the fleets), or at most once with each kind of probe, or none.
+    fc.constantFrom<EffectMode>(
+      'at-least-once',
+      'at-least-once',
+      'at-least-once',
+      'at-least-once',
+      'at-least-once',
+      'no-probe',
+      'probe-truth',
+      'probe-yes',
+      'probe-no',
+      'probe-throws',
+      'probe-unknown',
+    ),
+    // A rolling deploy (instance 0 on version 1, the others on 2) now and then, with each onVersionChange.
+    fc.constantFrom<'refuse' | 'resume' | 'restart' | undefined>(
+      undefined,
+      undefined,
+      undefined,
+      'refuse',
+      'resume',
+      'restart',
+    ),
+    // The effect's first attempt in each run fails and is retried within the run, now and then.
+    fc.boolean(),
   )
-  .map(([cached, offsets, ttlSeconds, maxCrashedOwners]) => ({ cached, offsets, ttlSeconds, maxCrashedOwners }));
+  .map(([cached, offsets, ttlSeconds, maxCrashedOwners, effect, versions, retries]) => ({
+    retries,
+    cached,
+    offsets,
+    ttlSeconds,
+    maxCrashedOwners,
+    effect,
+    versions,
+  }));

@@ -8,6 +8,7 @@ import {
   IdempotencyRecord,
   IdempotencyService,
   IdempotencyTelemetry,
+  OUTCOME_UNKNOWN,
 } from 'nestjs-dynamodb-idempotency';
 import type { CallTracking } from '../../libs/idempotency/src/protocol/call-tracking';
 import { resolveOptions } from '../../libs/idempotency/src/options/resolved-options';
@@ -36,6 +37,17 @@ export const scopeTextOf = (key: number) => (key === 1 ? '42' : undefined);
 /** Where an operator's command finds the key's record: `--name 'fn simulated' --key key-N [--scope 42]`. */
 export const selectorOf = (key: number) => ({ name: 'fn simulated', key: `key-${key}`, scope: scopeTextOf(key) });
 export const recordKeyOf = (key: number) => recordKey('fn simulated', scopeTextOf(key), `key-${key}`);
+
+/**
+ * How the handler's `effect` step runs: at least once (the default), or at most once with no probe, or with a probe that
+ * tells the truth (the effect happened when a run started the function), always says done, always says not done (a
+ * probe that lies: the function may then run again, as documented), throws, or cannot tell.
+ */
+export type EffectMode =
+  'at-least-once' | 'no-probe' | 'probe-truth' | 'probe-yes' | 'probe-no' | 'probe-throws' | 'probe-unknown';
+
+/** The provider's transient fault (a 503) that a step's `retry` accepts. */
+const TRANSIENT = new Error('a transient fault (the provider answered 503)');
 
 /** A handler's run: which request started it, on which instance, and what became of it. */
 export interface Execution {
@@ -164,7 +176,17 @@ export class Fleet {
      * Which instances keep a replay cache, (optionally) how far each one's clock starts off true time, in seconds, and
      * how long answers are kept (`ttlSeconds`, default `TTL_SECONDS`).
      */
-    readonly layout: { cached: boolean[]; offsets?: number[]; ttlSeconds?: number; maxCrashedOwners?: number },
+    readonly layout: {
+      cached: boolean[];
+      offsets?: number[];
+      ttlSeconds?: number;
+      maxCrashedOwners?: number;
+      effect?: EffectMode;
+      /** A rolling deploy: instance 0 runs version 1 of the handler, the others version 2, with this `onVersionChange`. */
+      versions?: 'refuse' | 'resume' | 'restart';
+      /** The effect's first attempt in each run fails with an error its `retry` accepts: retried within the run. */
+      retries?: boolean;
+    },
     readonly store: SimulatedStore,
     readonly time: Time,
   ) {
@@ -187,11 +209,11 @@ export class Fleet {
     const instance = this.instances[index]; // a crashed process was replaced by a fresh one
     const request: Request = { id: this.requests.length + 1, key, variant, instance, checked: false };
     this.requests.push(request);
+    const { versions } = this.layout;
+    const version = versions && { version: index === 0 ? '1' : '2', onVersionChange: versions };
+    const options = { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant } };
     const call = () =>
-      instance.service.execute(
-        { operation: 'simulated', key: `key-${key}`, scope: scopeOf(key), fingerprint: { variant }, mode: modeOf(key) },
-        (context) => this.run(request, context),
-      );
+      instance.service.execute({ ...options, mode: modeOf(key), ...version }, (context) => this.run(request, context));
     if (!instance.lambda) {
       this.answered(request, call());
       return;
@@ -225,6 +247,8 @@ export class Fleet {
     const { claimToken } = context;
     const { key, instance } = request;
     const startedMs = this.time.ms;
+    // A claim that dropped another version's steps (`onVersionChange: 'restart'`): they may run again, as documented.
+    if (this.store.oracle.restartedByVersion.has(claimToken)) this.revised(key);
     const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
     const execution: Execution = {
       id: this.executions.length + 1,
@@ -261,18 +285,81 @@ export class Fleet {
       };
     });
     void finished.catch(() => undefined); // the run may stop at its step (a lease lost)
+    const mode = this.layout.effect ?? 'at-least-once';
+    // An at-most-once effect of key 0 waits inside its function (a crash there leaves its start without a result).
+    const inside = mode !== 'at-least-once' && key === 0;
     const step = async (name: string) => {
-      const result = await context.step(name, async () => {
+      const atMostOnce = name === 'effect' && mode !== 'at-least-once';
+      let failedOnce = false;
+      const fn = async ({ attempt }: { attempt: number }) => {
         await this.checkStepStart(key, claimToken, execution.id, request.variant, name);
+        if (atMostOnce) await this.checkStarted(key, claimToken, execution.id, attempt);
+        if (atMostOnce) this.effectRuns.push({ key, exec: execution.id, seq: this.nextSeq() });
+        if (retried && !failedOnce) {
+          failedOnce = true;
+          throw TRANSIENT;
+        }
+        if (atMostOnce && inside) await finished;
         return { by: execution.id };
-      });
+      };
+      const probe = atMostOnce ? this.probe(mode, key, claimToken) : undefined;
+      const retried = name === 'effect' && this.layout.retries === true;
+      const retry = retried
+        ? { attempts: 2, retryable: (error: unknown) => error === TRANSIENT, backoff: { initialMs: 0 } }
+        : undefined;
+      const options = { ...(atMostOnce ? { semantics: 'at-most-once' as const, probe } : {}), retry };
+      const result = await context.step(name, fn, options);
       await this.checkStepResult(key, claimToken, execution.id, request.variant, result, name);
       return result;
     };
-    const effect = await step('effect');
-    await finished;
-    const receipt = key === 1 ? undefined : await step('receipt');
-    return { exec: execution.id, effect, receipt };
+    try {
+      const effect = await step('effect');
+      if (!inside) await finished;
+      const receipt = key === 1 ? undefined : await step('receipt');
+      // A run whose effect its probe found done returns without waiting for the simulation: it succeeded.
+      if (execution.state === 'running') execution.state = 'succeeded';
+      return { exec: execution.id, effect, receipt };
+    } catch (error) {
+      // A step ended the run (its probe threw, its outcome is unknown, its lease was lost): it holds the key no more.
+      if (execution.state === 'running') execution.state = 'failed';
+      throw error;
+    }
+  }
+
+  /** The runs that started the at-most-once effect's function: its effect happened then. */
+  private readonly effectRuns: { key: number; exec: number; seq: number }[] = [];
+
+  /**
+   * The effect's probe, as the layout says. The truthful one reports a run that started the function since the key's
+   * last release point; one that says the effect did not happen tells the write oracle (invariant 13).
+   */
+  private probe(mode: EffectMode, key: number, claimToken: string) {
+    if (mode === 'no-probe') return undefined;
+    return async (): Promise<{ by: number } | undefined | typeof OUTCOME_UNKNOWN> => {
+      if (mode === 'probe-throws') throw new Error('the provider cannot be asked (a 502)');
+      if (mode === 'probe-unknown') return OUTCOME_UNKNOWN;
+      const since = this.lastRelease(key);
+      const ran = this.effectRuns.filter((run) => run.key === key && run.seq > since).at(-1);
+      const done = mode === 'probe-yes' ? { by: 0 } : mode === 'probe-truth' && ran ? { by: ran.exec } : undefined;
+      if (done === undefined) this.store.oracle.probedNotDone(claimToken, 'effect');
+      return done;
+    };
+  }
+
+  /**
+   * Invariant 13, as an at-most-once step's function starts: its start, of this attempt, is on the record the run owns
+   * (the function never runs before its start is recorded).
+   */
+  private async checkStarted(key: number, claimToken: string, exec: number, attempt: number): Promise<void> {
+    const record = await this.store.read(recordKeyOf(key), scopeTextOf(key));
+    if (record?.claimToken !== claimToken) return; // taken over meanwhile: the oracle judges its writes
+    const started = record.startedSteps?.find((step) => step.name === 'effect');
+    if (started?.attempt !== attempt) {
+      this.violate(
+        'at-most-once',
+        `run ${exec} started the effect (attempt ${attempt}) with ${JSON.stringify(started)} recorded`,
+      );
+    }
   }
 
   /**
@@ -377,6 +464,13 @@ export class Fleet {
     if (current) Object.assign(current, { removedMs: this.time.ms, removedBy: by });
   }
 
+  /** Notes an operator's step surgery on the key (a release point: the steps it forgot may run again). */
+  revised(key: number): void {
+    const removals = this.removals.get(key) ?? [];
+    removals.push({ ms: this.time.ms, seq: this.nextSeq() });
+    this.removals.set(key, removals);
+  }
+
   /**
    * The table's TTL: every record whose `expires_at` has passed by the true time is deleted (if unchanged since read),
    * a PENDING one as soon as its lease's end has passed, whatever its owner's clock says.
@@ -455,6 +549,7 @@ export class Fleet {
     // Invariant 10: every write that landed since the last step, judged as it landed; then the records as they are.
     for (const fault of this.store.oracle.violations.splice(0)) this.violate('writes-fenced', fault);
     for (const fault of this.store.oracle.poisonViolations.splice(0)) this.violate('poison-capped', fault);
+    for (const fault of this.store.oracle.atMostOnceViolations.splice(0)) this.violate('at-most-once', fault);
     for (const [key, record] of records) this.store.oracle.sync(recordKeyOf(key), record);
     // Invariant 11, on the DynamoDB store: the index of keys in flight holds exactly the PENDING records.
     for (const [key, record] of records) {

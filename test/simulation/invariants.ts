@@ -22,11 +22,13 @@ export const INVARIANTS = {
   'admin-conditional':
     'An operator changes only what it read: a release or purge removes a record only if it is still the one the command read (the same claim, the same state); one that changed meanwhile is left as it is.',
   'writes-fenced':
-    'Every write lands only where it may, whatever the answers say: a completion, failure, renewal or step only on the PENDING record its own claim owns; a claim only over a lease past its end by the clock-skew margin, a completed record past its expiry or a failed one (a poisoned one only once it expired; one that holds recorded steps only for its own request, until it expires), and with steps only those of its own request; a sweep only on a lease past its end by the margin; an operator’s command only on the record as it read it; and a completion or failure keeps the record as long as it asked.',
+    'Every write lands only where it may, whatever the answers say: a completion, failure, renewal or step only on the PENDING record its own claim owns; a claim only over a lease past its end by the clock-skew margin, a completed record past its expiry or a failed one (a poisoned one only once it expired; one that holds recorded steps only for its own request, until it expires), and with steps only those of its own request (and, for a versioned claim that refuses another version’s steps, of its own version); a sweep only on a lease past its end by the margin; an operator’s command only on the record as it read it; and a completion or failure keeps the record as long as it asked.',
   'in-flight-indexed':
     'The index of keys in flight holds exactly the keys in flight: every PENDING record carries its shard, and no finished or removed one does, after every write.',
   'poison-capped':
     'A poisoned key is capped, and only a poisoned one: a handler never starts under a claim that took a lease over after maxCrashedOwners owners of the key in a row crashed (since its last clean end: a completion, an owner’s own release, or the record’s removal), and only such a claim stores a key as poisoned.',
+  'at-most-once':
+    'An at-most-once step runs at most once per record: its function starts only once its start is recorded, and never again over that start unless its probe said the effect did not happen or an operator forgot the step (a run’s own retries aside); an unknown outcome is stored only over a start.',
 } as const;
 
 export type InvariantId = keyof typeof INVARIANTS;

@@ -15,7 +15,10 @@ import {
   RecordStepInput,
   RemoveInput,
   RenewInput,
+  ReviseStepsInput,
   ScanInput,
+  StartStepInput,
+  StoredResponse,
   TableLayoutOptions,
 } from 'nestjs-dynamodb-idempotency';
 import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
@@ -23,6 +26,14 @@ import { scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { uniqueTableName } from '../support/dynalite';
 import { appItemLikeARecord, createIdempotencyTable } from '../support/table';
 import { LandedWrite, WriteOracle, Writer } from './write-oracle';
+
+/** Which final failure a release stores, read from the problem it keeps (none: a plain release). */
+function finalKind(response: StoredResponse | undefined): 'poisoned' | 'outcome-unknown' | false {
+  if (response === undefined) return false;
+  return (response.body as { type?: unknown } | undefined)?.type === 'step-outcome-unknown'
+    ? 'outcome-unknown'
+    : 'poisoned';
+}
 
 /** The fleet's clock-skew margin (`clockSkewSeconds`): what a claim and a sweep must leave past a lease's end. */
 export const SKEW_SECONDS = 2;
@@ -142,6 +153,8 @@ export class InstanceRepository extends IdempotencyRepository {
               fingerprint: input.fingerprint,
               leaseSeconds: input.leaseSeconds,
               resumedSteps: result.steps?.length ?? 0,
+              version: input.version,
+              onVersionChange: input.onVersionChange,
             }
           : undefined,
     );
@@ -189,7 +202,8 @@ export class InstanceRepository extends IdempotencyRepository {
               kind: 'fail',
               token: input.claimToken,
               ttlSeconds: input.ttlSeconds,
-              final: input.response !== undefined,
+              // What the write stores, not what the protocol says of it: the problem a final failure keeps.
+              final: finalKind(input.response),
             }
           : undefined,
     );
@@ -210,7 +224,33 @@ export class InstanceRepository extends IdempotencyRepository {
     this.as(
       () => this.inner.recordStep(input),
       (result, sent, now) =>
-        result.ok ? { ...this.write(input.key, sent, now), kind: 'step', token: input.claimToken } : undefined,
+        result.ok
+          ? { ...this.write(input.key, sent, now), kind: 'step', token: input.claimToken, name: input.step.name }
+          : undefined,
+    );
+  override startStep = (input: StartStepInput) =>
+    this.as(
+      () => this.inner.startStep(input),
+      (result, sent, now) =>
+        result.ok
+          ? { ...this.write(input.key, sent, now), kind: 'step-start', token: input.claimToken, name: input.step.name }
+          : undefined,
+    );
+  override reviseSteps = (input: ReviseStepsInput) =>
+    this.as(
+      () => this.inner.reviseSteps(input),
+      (result, sent, now) =>
+        result.revised
+          ? {
+              ...this.write(input.key, sent, now),
+              kind: 'revise',
+              token: input.claimToken,
+              status: input.status,
+              forget: [...input.forget],
+              settled: input.settle?.name,
+              ttlSeconds: input.ttlSeconds,
+            }
+          : undefined,
     );
   get = (input: GetInput) => this.as(() => this.inner.get(input));
   scan = (input: ScanInput) => this.inner.scan(input);

@@ -141,6 +141,22 @@ describe('IdempotencyContext.step through execute()', () => {
     expect(stored?.runs).toBe(1);
   });
 
+  it('makes one more call per at-most-once step, its start: n + 2 + m', async () => {
+    const tableName = await newTable();
+    const { service, calls } = await instance(tableName);
+    const handler = async (context: IdempotencyContext) => {
+      const first = await context.step('reserve', () => 'reserved');
+      const mail = await context.step('mail', () => 'sent', { semantics: 'at-most-once' });
+      const third = await context.step('receipt', () => 'receipted', { semantics: 'at-most-once' });
+      return [first, mail, third];
+    };
+    const key = newKey();
+    calls.reset();
+    expect(await service.execute({ operation: 'checkout', key }, handler)).toEqual(['reserved', 'sent', 'receipted']);
+    expect(calls.counts).toEqual({ UpdateItem: 7 }); // claim, three steps, two starts, completion
+    expect(await item(tableName, key)).toMatchObject({ status: 'COMPLETED' });
+  });
+
   it('resumes after a non-final error: recorded steps come back typed without running, the rest run once', async () => {
     const tableName = await newTable();
     const { service, calls } = await instance(tableName);
@@ -460,6 +476,7 @@ describe('steps for operators', () => {
         name: 'charge',
         recordedAt: expect.stringMatching(/^\d{4}-/),
         attempt: 1,
+        run: 1,
         bytes: expect.any(Number),
         result: { chargeId: 'ch_9', at: { $type: 'Date', value: '2026-12-04T10:00:00.000Z' } },
       },

@@ -59,8 +59,9 @@ export const MAX_STEP_RESULT_BYTES = 32 * 1024;
 export const MAX_STEPS_BYTES = 64 * 1024;
 /**
  * What a step's entry in the record's `steps` map takes besides its name and its stored result, as DynamoDB counts it:
- * the entry's map (3), an element's byte each (5), its attribute names (`value`/`sealed`, `at`, `attempt`, `run`: at
- * most 18) and three numbers (at most 21 each): 89, rounded up.
+ * the entry's map (3), an element's byte each (6), its attribute names (`value`/`sealed`, `at`, `attempt`, `run`, `seq`:
+ * at most 21), the time (10 digits) and three counts (attempt, run, place: under a million each, 18 digits together):
+ * 58, with room to spare.
  */
 export const STEP_ENTRY_OVERHEAD_BYTES = 100;
 /** Step names are at most this long. */

@@ -64,6 +64,7 @@ export {
   IdempotencyStoreThrottledError,
   IdempotencyStoreUnavailableError,
 } from './errors/idempotency.errors';
+export { IdempotencyVersionMismatchError, StepOutcomeUnknownError } from './errors/step-errors';
 export { IdempotencyProblemException } from './errors/problem';
 export type { ProblemDetails } from './errors/problem';
 export { ProblemType } from './errors/outcomes';
@@ -85,6 +86,7 @@ export type {
   IdempotencyStatus,
   OmittedReason,
   RecordedStep,
+  StartedStep,
   StoredResponse,
 } from './repository/idempotency.record';
 export { IdempotencyRepository } from './repository/idempotency.repository';
@@ -102,12 +104,18 @@ export type {
   PutCompletedResult,
   RecordLocation,
   RecordStepInput,
+  StartStepInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
+  VersionChange,
   RecordStepResult,
   RenewInput,
   ScanInput,
   TransitionResult,
 } from './repository/idempotency.repository';
-export type { StepFunction, StepInfo } from './protocol/step-runner';
+export { OUTCOME_UNKNOWN } from './protocol/step-runner';
+export type { StepBackoff, StepFunction, StepInfo, StepOptions, StepProbe, StepRetry } from './protocol/step-runner';
+export { StepTimeoutError } from './protocol/step-attempts';
 export type { StepLedger } from './protocol/protected-call';
 export { DynamoDbIdempotencyRepository } from './dynamodb/dynamodb-idempotency.repository';
 export type { DynamoDbIdempotencyRepositoryOptions } from './dynamodb/dynamodb-idempotency.repository';
@@ -132,5 +140,6 @@ export {
 export { IdempotencyAdmin } from './admin/idempotency-admin';
 export type { AdminResult, IdempotencyAdminOptions, KeySelector } from './admin/idempotency-admin';
 export type { RecordReport, StepReport } from './admin/record-report';
+export type { StepResolution } from './admin/step-surgery';
 export type { RemoveInput, RemoveResult } from './repository/idempotency.repository';
 export type { PartitionKeyValue } from './options/idempotency.options';

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { DEFAULT_FAILED_TTL_SECONDS } from '../idempotency.constants';
 import { validateKey } from '../keys/idempotency-key';
@@ -5,7 +6,11 @@ import { recordKey, scopePartition } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, isFinalFailure } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
+import { publishOperatorEvent } from '../observability/outcome-events';
 import { RecordReport, reportRecord } from './record-report';
+import { resolveStep, restartFromStep, StepResolution } from './step-surgery';
+
+const logger = new Logger('Idempotency');
 
 /**
  * Which record an operator means: the operation and the client's key as the module derives its record key (a route as
@@ -27,7 +32,7 @@ export type AdminResult =
   | { done: true; record: RecordReport; note: string }
   | {
       done: false;
-      reason: 'not_found' | 'completed' | 'not_completed' | 'changed';
+      reason: 'not_found' | 'completed' | 'not_completed' | 'changed' | 'refused';
       record?: RecordReport;
       note: string;
     };
@@ -178,6 +183,48 @@ export class IdempotencyAdmin {
     if (reopened.removed) return { done: true, record: this.report(record), note: once };
     const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
     return { done: false, reason: 'changed', record: reopened.current && this.report(reopened.current), note: changed };
+  }
+
+  /**
+   * Step surgery: forgets step `name` and every step recorded after it, and releases the key (`keys:restart
+   * --from-step`), or settles a started at-most-once step (`keys:resolve-step`). One write, conditioned on the record
+   * as read; refused for a completed record or a live lease. Logged, and published as an outcome event
+   * (`step-surgery`, on the diagnostics channel), with `operator` (who ran it).
+   */
+  async reviseSteps(
+    selector: KeySelector,
+    surgery: { restartFrom: string } | { resolve: string; resolution: StepResolution },
+    { operator }: { operator?: string } = {},
+  ): Promise<AdminResult> {
+    const startedMs = performance.now();
+    const location = this.locate(selector);
+    const record = await this.repository.get(location);
+    if (!record) return this.notFound(location);
+    const now = this.clock.nowSeconds();
+    const planned =
+      'restartFrom' in surgery
+        ? restartFromStep(record, surgery.restartFrom, now)
+        : resolveStep(record, surgery.resolve, surgery.resolution, now, this.sealer);
+    if ('refused' in planned)
+      return { done: false, reason: 'refused', record: this.report(record), note: planned.refused };
+    const revised = await this.repository.reviseSteps({ ...planned.revision, ttlSeconds: DEFAULT_FAILED_TTL_SECONDS });
+    if (!revised.revised) {
+      const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
+      return { done: false, reason: 'changed', record: revised.current && this.report(revised.current), note: changed };
+    }
+    logger.log({ msg: 'step surgery', key: record.key, ...surgery, note: planned.note, operator: operator ?? null });
+    publishOperatorEvent(() => ({
+      outcome: 'step-surgery',
+      transport: 'admin',
+      operation:
+        'restartFrom' in surgery ? `restart from step ${surgery.restartFrom}` : `resolve step ${surgery.resolve}`,
+      recordKey: record.key,
+      ...(record.partition === undefined ? {} : { partition: record.partition }),
+      durationMs: performance.now() - startedMs,
+      mode: 'lease',
+      ...(operator === undefined ? {} : { operator }),
+    }));
+    return { done: true, record: this.report(record), note: planned.note };
   }
 
   /** Removes a COMPLETED record: the next request with the key runs the handler again. */

@@ -1,6 +1,7 @@
 import {
   IdempotencyRecord,
   IdempotencyStatus,
+  inRecordedOrder,
   isFinalFailure,
   omittedInWords,
   RecordedStep,
@@ -36,6 +37,12 @@ export interface RecordReport extends RecordLocation {
   owners?: string[];
   /** Set on a poisoned key (FAILED, final): what its duplicates are answered, and how to let it run again. */
   poisoned?: string;
+  /** Set on a key whose at-most-once step's outcome is unknown (FAILED, final): the step, and how to settle it. */
+  stepOutcomeUnknown?: string;
+  /** The version of the handler whose claim wrote it (`@Idempotent({ version })`), when it had one. */
+  handlerVersion?: string;
+  /** The at-most-once steps started and not recorded (their function may or may not have had its effect). */
+  startedSteps?: { name: string; startedAt: string; attempt: number }[];
   /** PENDING: when its owner last renewed the lease (its claim's time until a first renewal). */
   renewedAt?: string;
   /** PENDING: whether its owner looks alive, in one line, and what the next request will do. */
@@ -48,6 +55,8 @@ export interface StepReport {
   recordedAt: string;
   /** The `attempt` its function ran as when it was recorded. */
   attempt: number;
+  /** The claim (run) of the record that recorded it. */
+  run?: number;
   /** Its size as stored, in bytes. */
   bytes?: number;
   result?: unknown;
@@ -78,18 +87,36 @@ export function reportRecord(
     sealed: response?.sealed !== undefined,
     ...(record.holder === undefined ? {} : { holder: record.holder }),
     ...(record.owners === undefined ? {} : { owners: record.owners }),
+    ...(record.version === undefined ? {} : { handlerVersion: record.version }),
   };
-  if (isFinalFailure(record)) {
+  const unknownStep =
+    (response?.body as { type?: unknown; step?: unknown } | undefined)?.type === 'step-outcome-unknown';
+  if (isFinalFailure(record) && unknownStep) {
+    const step = JSON.stringify((response!.body as { step?: unknown }).step);
+    report.stepOutcomeUnknown =
+      `every request with this key is answered 500 step-outcome-unknown: the at-most-once step ${step} was interrupted ` +
+      `and nothing could tell whether it had its effect. Check the other system, then keys:resolve-step ${step} --done JSON or --not-done`;
+  } else if (isFinalFailure(record)) {
     report.poisoned =
       'every request with this key is answered 500 key-poisoned, the handler not run: its owners crashed on it. ' +
       'Fix the cause, then keys:release lets it run again';
+  }
+  if (record.startedSteps?.length) {
+    report.startedSteps = record.startedSteps.map(({ name, startedAt, attempt }) => ({
+      name,
+      startedAt: iso(startedAt),
+      attempt,
+    }));
   }
   if (record.status === 'PENDING') {
     report.renewedAt = iso(record.renewedAt ?? record.pendingSince);
     report.owner = ownerInWords(record, now);
   }
   if (showBody && response) report.body = opened(sealer, record.key, response);
-  if (record.steps?.length) report.steps = record.steps.map((step) => stepReport(sealer, record.key, step, showBody));
+  if (record.steps?.length)
+    report.steps = [...record.steps]
+      .sort(inRecordedOrder)
+      .map((step) => stepReport(sealer, record.key, step, showBody));
   return report;
 }
 
@@ -122,8 +149,8 @@ function ownerInWords(record: IdempotencyRecord, now: number): string {
 const LIVENESS_GRACE_SECONDS = 5;
 
 function stepReport(sealer: ResponseSealer | undefined, key: string, step: RecordedStep, showBody: boolean) {
-  const { name, recordedAt, attempt, bytes } = step;
-  const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, bytes };
+  const { name, recordedAt, attempt, run, bytes } = step;
+  const report: StepReport = { name, recordedAt: new Date(recordedAt * 1000).toISOString(), attempt, run, bytes };
   if (showBody) report.result = opened(sealer, stepSealKey(key, name), step.result);
   return report;
 }

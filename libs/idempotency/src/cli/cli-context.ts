@@ -1,3 +1,4 @@
+import { LoggerService } from '@nestjs/common';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -169,4 +170,16 @@ export function durationSeconds(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)([smhd]?)$/.exec(text.trim());
   if (!match) throw new UsageError(`${flag} takes a duration such as 90s, 15m, 2h or 1d, got ${text}`);
   return Number(match[1]) * { '': 1, s: 1, m: 60, h: 3600, d: 86_400 }[match[2] as '' | 's' | 'm' | 'h' | 'd'];
+}
+
+/** Nest's logs (the reconciler's warnings, a step surgery's record) as JSON lines on stderr: stdout is the result's. */
+export class StderrLogger implements LoggerService {
+  log = (message: unknown) => this.write('log', message);
+  warn = (message: unknown) => this.write('warn', message);
+  error = (message: unknown) => this.write('error', message);
+
+  private write(level: string, message: unknown) {
+    const fields = typeof message === 'object' && message !== null ? message : { msg: message };
+    process.stderr.write(`${JSON.stringify({ level, ...fields })}\n`);
+  }
 }

@@ -9,7 +9,7 @@ import { IdempotencyStatus } from '../repository/idempotency.record';
 import { scanCostInWords } from '../observability/sweep-cost';
 import { CliCommand, CliContext, durationSeconds, sealerOf, UsageError } from './cli-context';
 
-const SELECTOR_FLAGS = {
+export const SELECTOR_FLAGS = {
   route: { type: 'string' },
   key: { type: 'string' },
   scope: { type: 'string' },
@@ -29,7 +29,7 @@ const NOT_FOUND_HINT = `No record has the key this selector derives. Check:
   --partition  with a sort key: the record's partition when the app sets partitionKeyValue
 keys:list lists what is there.`;
 
-const SELECTOR_USAGE = `--route 'POST /orders' --key <client key> [--scope <scope>] [--version <v>] | --name <operation> --key <client key> [--scope] | --record-key <key> [--partition <value>]`;
+export const SELECTOR_USAGE = `--route 'POST /orders' --key <client key> [--scope <scope>] [--version <v>] | --name <operation> --key <client key> [--scope] | --record-key <key> [--partition <value>]`;
 
 export const KEY_COMMANDS = {
   'keys:locate': {
@@ -78,7 +78,7 @@ export const KEY_COMMANDS = {
  * layout's (`keys:list` on a PK/SK table without `--sort-key`), exits 2 naming both schemas, before anything is read.
  * Credentials that may not call DescribeTable only skip the check (said on stderr).
  */
-function onTable(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
+export function onTable(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
   return async (context) => {
     const layout = new TableLayout(context.layout);
     let problem: string | undefined;
@@ -103,7 +103,7 @@ function onTable(run: (context: CliContext) => Promise<number>): (context: CliCo
 }
 
 /** The admin's `TypeError`s are a selector the command cannot use (no key, a key the module refuses): usage errors. */
-function asUsage(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
+export function asUsage(run: (context: CliContext) => Promise<number>): (context: CliContext) => Promise<number> {
   return async (context) => {
     try {
       return await run(context);
@@ -114,7 +114,7 @@ function asUsage(run: (context: CliContext) => Promise<number>): (context: CliCo
   };
 }
 
-function adminOf(context: CliContext): IdempotencyAdmin {
+export function adminOf(context: CliContext): IdempotencyAdmin {
   const layout = new TableLayout(context.layout);
   const repository = new DynamoDbIdempotencyRepository({
     client: context.client,
@@ -130,7 +130,7 @@ function adminOf(context: CliContext): IdempotencyAdmin {
   });
 }
 
-function selectorOf({ values }: CliContext): KeySelector {
+export function selectorOf({ values }: CliContext): KeySelector {
   const text = (name: string) => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const selector: KeySelector = {
     route: text('route'),
@@ -239,13 +239,13 @@ async function sayListingCost(context: CliContext): Promise<void> {
 /** About how many items a listing reads a second (pages of 100, one after another): for the estimate only. */
 const LISTING_ITEMS_PER_SECOND = 1000;
 
-function printResult(context: CliContext, result: AdminResult): number {
+export function printResult(context: CliContext, result: AdminResult): number {
   context.print(result, [result.note, ...(result.record ? reportLines(result.record) : [])]);
   if (!result.done && result.reason === 'not_found') context.out.error(NOT_FOUND_HINT);
   return result.done ? 0 : 1;
 }
 
-function reportLines(report: RecordReport): string[] {
+export function reportLines(report: RecordReport): string[] {
   return [
     `record key: ${report.key}`,
     ...(report.partition === undefined ? [] : [`partition: ${report.partition}`]),
@@ -260,6 +260,8 @@ function reportLines(report: RecordReport): string[] {
     ...(report.owner === undefined ? [] : [`owner: ${report.owner}`]),
     ...(report.owners === undefined ? [] : [`owners since its last clean end: ${report.owners.join(', ') || 'none'}`]),
     ...(report.poisoned === undefined ? [] : [`poisoned: ${report.poisoned}`]),
+    ...(report.stepOutcomeUnknown === undefined ? [] : [`step outcome unknown: ${report.stepOutcomeUnknown}`]),
+    ...(report.handlerVersion === undefined ? [] : [`handler version: ${report.handlerVersion}`]),
     ...(report.storedStatus === undefined ? [] : [`stored status: ${report.storedStatus}`]),
     ...(report.storedBytes === undefined
       ? []
@@ -269,6 +271,10 @@ function reportLines(report: RecordReport): string[] {
       ({ name, recordedAt, attempt, bytes, result }) =>
         `step ${JSON.stringify(name)}: recorded at ${recordedAt}, attempt ${attempt}, ${bytes ?? '?'} bytes` +
         (result === undefined ? '' : `, result: ${JSON.stringify(result)}`),
+    ),
+    ...(report.startedSteps ?? []).map(
+      ({ name, startedAt, attempt }) =>
+        `step ${JSON.stringify(name)}: started at ${startedAt}, attempt ${attempt}, not recorded (at most once: outcome unknown)`,
     ),
   ];
 }

@@ -1,8 +1,8 @@
-import { Logger, LoggerService } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
 import { SystemClock } from '../idempotency.clock';
 import { SweepResult } from '../observability/idempotency.reconciler';
 import { pushSweepGauges, reconcileTable } from '../observability/reconcile-job';
-import { CliCommand, CliContext, durationSeconds, UsageError } from './cli-context';
+import { CliCommand, CliContext, durationSeconds, UsageError, StderrLogger } from './cli-context';
 
 /** Exit code of a sweep that found stuck items it could not release (the store failed on them). */
 export const EXIT_UNRELEASED = 3;
@@ -80,16 +80,4 @@ async function reconcile(context: CliContext): Promise<number> {
     `TTL-stale: ${result.ttlEstimated ? `about ${result.ttlStale}, estimated from a sample of ${result.ttlSampled} items` : `${result.ttlStale} of ${result.ttlSampled} items`}`,
   ]);
   return result.unreleased > 0 ? EXIT_UNRELEASED : 0;
-}
-
-/** Nest's logs (the reconciler's "stuck PENDING item" warnings) as JSON lines on stderr. */
-class StderrLogger implements LoggerService {
-  log = (message: unknown) => this.write('log', message);
-  warn = (message: unknown) => this.write('warn', message);
-  error = (message: unknown) => this.write('error', message);
-
-  private write(level: string, message: unknown) {
-    const fields = typeof message === 'object' && message !== null ? message : { msg: message };
-    process.stderr.write(`${JSON.stringify({ level, ...fields })}\n`);
-  }
 }

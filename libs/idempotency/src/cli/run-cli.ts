@@ -1,11 +1,17 @@
 import { CliCommand, CliContext, cliContext, CliOutput, COMMON_HELP, UsageError } from './cli-context';
 import { KEY_COMMANDS } from './key-commands';
 import { RECONCILE_COMMANDS } from './reconcile-command';
+import { STEP_COMMANDS } from './step-commands';
 import { TABLE_COMMANDS } from './table-commands';
 
 export type { CliOutput } from './cli-context';
 
-const COMMANDS: Record<string, CliCommand> = { ...TABLE_COMMANDS, ...RECONCILE_COMMANDS, ...KEY_COMMANDS };
+const COMMANDS: Record<string, CliCommand> = {
+  ...TABLE_COMMANDS,
+  ...RECONCILE_COMMANDS,
+  ...KEY_COMMANDS,
+  ...STEP_COMMANDS,
+};
 
 const USAGE = `Usage: nestjs-dynamodb-idempotency <command> [flags]
 

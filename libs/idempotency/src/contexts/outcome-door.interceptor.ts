@@ -6,6 +6,7 @@ import {
   IdempotencyKeyPoisonedError,
   IdempotencyOutcomeNotFoundError,
 } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotentOptions } from '../options/idempotency.options';
 import { IdempotencyClock } from '../idempotency.clock';
 import { RESOLVED_IDEMPOTENCY_OPTIONS, ResolvedIdempotencyOptions } from '../options/resolved-options';
@@ -40,7 +41,7 @@ export class OutcomeDoors {
  * Answers an `@IdempotentOutcome()` handler (docs/outcomes-by-key.md): the request's key is located as the operation
  * locates it (its scope, its partition), the record read (with `Prefer: wait=N`, until it settles or the wait is over),
  * and its stored answer replayed as a duplicate gets it, or a problem: 404 outcome-not-found, 409 in-flight, 500
- * key-poisoned. The handler never runs.
+ * key-poisoned, or 500 step-outcome-unknown. The handler never runs.
  */
 @Injectable()
 export class OutcomeDoorInterceptor implements NestInterceptor {
@@ -73,6 +74,7 @@ export class OutcomeDoorInterceptor implements NestInterceptor {
       if (outcome.state === 'completed') return this.http.replay(outcome.response, call);
       if (outcome.state === 'in-flight') throw new IdempotencyInFlightError(outcome.retryAfterSeconds);
       if (outcome.state === 'poisoned') throw new IdempotencyKeyPoisonedError(outcome.owners);
+      if (outcome.state === 'step-outcome-unknown') throw new StepOutcomeUnknownError(outcome.step, outcome.attempt);
       throw new IdempotencyOutcomeNotFoundError(outcome.state);
     } catch (error) {
       if (error instanceof IdempotencyError) throw this.http.problem(error);

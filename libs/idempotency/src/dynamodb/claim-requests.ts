@@ -1,9 +1,9 @@
 import { UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
 import { IdempotencyRecord } from '../repository/idempotency.record';
-import { ClaimInput, RecordStepInput } from '../repository/idempotency.repository';
+import { ClaimInput, RecordLocation, RecordStepInput, StartStepInput } from '../repository/idempotency.repository';
 import { attributeValues, names } from './item-mapping';
 import { stepKey } from '../response/step-value';
-import { MapValue, stepItem } from './step-mapping';
+import { MapValue, startedStepItem, stepItem } from './step-mapping';
 import { CLAIMABLE, OWNED_BY_CLAIM } from './record-requests';
 import { TableLayout } from './table-layout';
 
@@ -33,6 +33,12 @@ const CLAIM =
 const RESUME = `${CLAIM}, #steps = if_not_exists(#steps, :noSteps), #owners = list_append(if_not_exists(#owners, :noOwners), :owner) REMOVE #response, #completed, #renewed ADD #runs :one`;
 const RESTART = `${CLAIM}, #steps = :noSteps, #runs = :one, #owners = :owner REMOVE #response, #completed, #renewed`;
 const RESTARTABLE = `(${CLAIMABLE}) AND #token = :readToken AND #status = :readStatus`;
+/** A versioned claim (`ClaimInput.version`) writes its version; a claim without one leaves the attribute as it is. */
+const versioned = (update: string) => update.replace(' REMOVE ', ', #version = :version REMOVE ');
+const RESUME_VERSIONED = versioned(RESUME);
+const RESTART_VERSIONED = versioned(RESTART);
+/** `onVersionChange` 'refuse' or 'restart': a resume wins only a record of its version, or one without steps. */
+const RESUMABLE_SAME_VERSION = `(${RESUMABLE}) AND (attribute_not_exists(#pk) OR #version = :version OR attribute_not_exists(#steps) OR size(#steps) = :zero)`;
 const RECORD_STEP = 'SET #steps.#step = :step';
 
 /** A claim as sent: the caller's input, the new claim token, and the time it is sent at (epoch seconds). */
@@ -75,9 +81,8 @@ function claimUpdate(
   read: RecordRead | undefined,
 ): UpdateItemCommandInput {
   const { claimToken, nowSeconds } = request;
-  const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '' } = request.claim;
-  const update = read === undefined ? RESUME : RESTART;
-  const condition = read === undefined ? RESUMABLE : RESTARTABLE;
+  const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder = '', version } = request.claim;
+  const [update, condition] = forms(read === undefined, request.claim);
   const values = attributeValues({
     ':pending': 'PENDING',
     ':failed': 'FAILED',
@@ -93,6 +98,10 @@ function claimUpdate(
     ':owner': [holder],
     ':noOwners': NO_OWNERS,
   });
+  if (version !== undefined) {
+    values[':version'] = { S: version };
+    if (condition === RESUMABLE_SAME_VERSION) values[':zero'] = { N: '0' };
+  }
   if (read !== undefined) {
     // the rare path only (the restart form starts the owners afresh)
     values[':readToken'] = { S: read.claimToken };
@@ -111,6 +120,32 @@ function claimUpdate(
   };
 }
 
+/** A claim's update and condition: the resume or restart form, versioned or not. */
+function forms(resume: boolean, { version, onVersionChange = 'refuse' }: ClaimInput): [string, string] {
+  if (version === undefined) return resume ? [RESUME, RESUMABLE] : [RESTART, RESTARTABLE];
+  if (!resume) return [RESTART_VERSIONED, RESTARTABLE];
+  return [RESUME_VERSIONED, onVersionChange === 'resume' ? RESUMABLE : RESUMABLE_SAME_VERSION];
+}
+
+/**
+ * The start of an at-most-once step, recorded on the PENDING record before its function runs, only while this claim
+ * owns it (the record comes back otherwise). Its result, once recorded (`recordStepRequest`), replaces it.
+ */
+export function startStepRequest(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition, claimToken, step }: StartStepInput,
+  nowSeconds: number,
+): UpdateItemCommandInput {
+  return stepUpdate(
+    tableName,
+    layout,
+    { key, partition, claimToken },
+    step.name,
+    startedStepItem({ ...step, startedAt: nowSeconds }),
+  );
+}
+
 /** A step's result, recorded on the PENDING record only while this claim owns it; the record comes back otherwise. */
 export function recordStepRequest(
   tableName: string,
@@ -118,17 +153,30 @@ export function recordStepRequest(
   { key, partition, claimToken, step }: RecordStepInput,
   nowSeconds: number,
 ): UpdateItemCommandInput {
+  return stepUpdate(
+    tableName,
+    layout,
+    { key, partition, claimToken },
+    step.name,
+    stepItem({ ...step, recordedAt: nowSeconds }),
+  );
+}
+
+/** A step's entry in the `steps` map set, under `OWNED_BY_CLAIM`. */
+function stepUpdate(
+  tableName: string,
+  layout: TableLayout,
+  { key, partition, claimToken }: RecordLocation & { claimToken: string },
+  name: string,
+  entry: MapValue,
+): UpdateItemCommandInput {
   return {
     TableName: tableName,
     Key: layout.itemKey(key, partition),
     UpdateExpression: RECORD_STEP,
     ConditionExpression: OWNED_BY_CLAIM,
-    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': stepKey(step.name) },
-    ExpressionAttributeValues: attributeValues({
-      ':step': stepItem({ ...step, recordedAt: nowSeconds }),
-      ':pending': 'PENDING',
-      ':token': claimToken,
-    }),
+    ExpressionAttributeNames: { ...names(layout, RECORD_STEP, OWNED_BY_CLAIM), '#step': stepKey(name) },
+    ExpressionAttributeValues: attributeValues({ ':step': entry, ':pending': 'PENDING', ':token': claimToken }),
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

@@ -164,7 +164,7 @@ describe('DynamoDbIdempotencyRepository with a mocked client', () => {
     }) as never);
     const claim = await repository.claim({ key: 'k', fingerprint: 'fp', leaseSeconds: 60 });
     const sentToken = (send.mock.calls[0][0] as UpdateItemCommand).input.ExpressionAttributeValues?.[':token'].S;
-    expect(claim).toEqual({ claimed: true, claimToken: sentToken, run: 1, steps: [] });
+    expect(claim).toEqual({ claimed: true, claimToken: sentToken, run: 1, steps: [], startedSteps: [] });
   });
 
   it('reports each call to the store with its duration in seconds, its operation and its result', async () => {

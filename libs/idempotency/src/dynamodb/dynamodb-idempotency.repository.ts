@@ -1,4 +1,10 @@
-import { DeleteItemCommand, DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  UpdateItemCommand,
+  UpdateItemCommandInput,
+} from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
@@ -22,10 +28,13 @@ import {
   RemoveInput,
   RemoveResult,
   RenewInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
   ScanInput,
+  StartStepInput,
   TransitionResult,
 } from '../repository/idempotency.repository';
-import { recordStepRequest } from './claim-requests';
+import { recordStepRequest, startStepRequest } from './claim-requests';
 import { claimRecord } from './record-claim';
 import { CompletionCommits, supportsTransactions } from './commit-transaction';
 import { CompletedPutStore, putCompletedRecord } from './completed-put';
@@ -44,7 +53,7 @@ import {
   updateRequest,
 } from './record-requests';
 import { inFlightCostOf } from './in-flight-index';
-import { removeRequest, reopenRequest } from './operator-requests';
+import { removeRequest, reopenRequest, reviseStepsRequest } from './operator-requests';
 import { inFlightRecords, scanRecords } from './record-scan';
 import { StoreCalls } from './store-calls';
 import { tableReadiness } from './table-checks';
@@ -120,8 +129,17 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
   }
 
   /** A step's result on the record, only while `claimToken` owns it (`claim-requests.ts`). */
-  override async recordStep(input: RecordStepInput): Promise<RecordStepResult> {
-    const request = recordStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds());
+  override recordStep(input: RecordStepInput): Promise<RecordStepResult> {
+    return this.stepWrite(input, recordStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds()));
+  }
+
+  /** An at-most-once step's start on the record, only while `claimToken` owns it (`claim-requests.ts`). */
+  override startStep(input: StartStepInput): Promise<RecordStepResult> {
+    return this.stepWrite(input, startStepRequest(this.tableName, this.layout, input, this.clock.nowSeconds()));
+  }
+
+  /** A step's write (counted as `step`, a start or a result), or why it was refused. */
+  private async stepWrite(input: StartStepInput, request: UpdateItemCommandInput): Promise<RecordStepResult> {
     try {
       await this.calls.send('step', new UpdateItemCommand(request));
       return { ok: true };
@@ -200,7 +218,14 @@ export class DynamoDbIdempotencyRepository extends IdempotencyRepository {
     return this.operatorWrite(input, new UpdateItemCommand(request));
   }
 
-  /** An operator's write (a removal, a reopening), conditioned on the record as read. */
+  /** An operator's revision of a request's steps, conditioned on the record as read (`operator-requests.ts`). */
+  override async reviseSteps(input: ReviseStepsInput): Promise<ReviseStepsResult> {
+    const request = reviseStepsRequest(this.tableName, this.layout, input, this.clock.nowSeconds());
+    const written = await this.operatorWrite(input, new UpdateItemCommand(request));
+    return written.removed ? { revised: true } : { revised: false, current: written.current };
+  }
+
+  /** An operator's write (a removal, a reopening, a revision), conditioned on the record as read. */
   private async operatorWrite(
     location: RecordLocation,
     command: DeleteItemCommand | UpdateItemCommand,

@@ -6,7 +6,7 @@ import { RECORD_KEY_SHAPE } from '../keys/record-key';
 import { IdempotencyRecord, IdempotencyStatus, StoredResponse } from '../repository/idempotency.record';
 import { decodeStoredResponse, encodedByteLength, encodeStoredResponse } from '../response/stored-response.codec';
 import { isItemTooLarge } from './dynamodb-errors';
-import { MapValue, recordedSteps } from './step-mapping';
+import { MapValue, stepEntries } from './step-mapping';
 import { RecordAttribute, TableLayout } from './table-layout';
 
 /** A record's attributes besides its key, by their default names (see the docs' stored item). */
@@ -37,6 +37,7 @@ const PLACEHOLDERS: Record<string, RecordAttribute | 'partitionKey' | 'sortKey'>
   '#owners': 'owners',
   '#renewed': 'renewed_at',
   '#inflight': 'in_flight',
+  '#version': 'version',
 };
 
 /**
@@ -117,11 +118,13 @@ export function recordFromItem(
     return undefined;
   const completedAt = read('completed_at');
   const response = read('response');
-  const steps = (attributes as Record<string, AttributeValue | undefined>)[layout.names.steps]?.M;
+  const stepMap = (attributes as Record<string, AttributeValue | undefined>)[layout.names.steps]?.M;
+  const { steps, startedSteps } = stepMap === undefined ? {} : stepEntries(stepMap);
   const runs = read('runs');
   const holder = read('holder');
   const owners = read('owners');
   const renewedAt = read('renewed_at');
+  const version = read('version');
   return {
     key,
     ...(layout.sortKey ? { partition: String(item[layout.partitionKey]) } : {}),
@@ -133,10 +136,12 @@ export function recordFromItem(
     ...(typeof holder === 'string' && holder !== '' ? { holder } : {}),
     ...(Array.isArray(owners) ? { owners: owners.map(String) } : {}),
     ...(renewedAt === undefined ? {} : { renewedAt: Number(renewedAt) }),
+    ...(typeof version === 'string' ? { version } : {}),
     completedAt: completedAt === undefined ? undefined : Number(completedAt),
     response: response === undefined ? undefined : decodeStoredResponse(response as string | Uint8Array),
     responseBytes: response === undefined ? undefined : encodedByteLength(response as string | Uint8Array),
-    ...(steps === undefined ? {} : { steps: recordedSteps(steps) }),
+    ...(steps === undefined ? {} : { steps }),
+    ...(startedSteps?.length ? { startedSteps } : {}),
     ...(runs === undefined ? {} : { runs: Number(runs) }),
   };
 }

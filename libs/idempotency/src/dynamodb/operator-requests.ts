@@ -1,5 +1,7 @@
 import { DeleteItemCommandInput, UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
-import { RecordLocation } from '../repository/idempotency.repository';
+import { RecordLocation, ReviseStepsInput } from '../repository/idempotency.repository';
+import { stepKey } from '../response/step-value';
+import { stepItem } from './step-mapping';
 import { attributeValues, names } from './item-mapping';
 import { TableLayout } from './table-layout';
 
@@ -39,6 +41,47 @@ export function reopenRequest(
     ConditionExpression: condition,
     ExpressionAttributeNames: names(layout, update, condition),
     ExpressionAttributeValues: attributeValues({ ':failed': 'FAILED', ':token': claimToken }),
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}
+
+/**
+ * An operator's revision of a request's steps (`ReviseStepsInput`): released (FAILED, out of the index of keys in
+ * flight, a final failure's response removed), the forgotten steps removed from the `steps` map and the settled one set in its start's place, only while
+ * the record is as it was read (a PENDING one only past its lease).
+ */
+export function reviseStepsRequest(
+  tableName: string,
+  layout: TableLayout,
+  input: ReviseStepsInput,
+  nowSeconds: number,
+): UpdateItemCommandInput {
+  const { key, partition, claimToken, status, leaseEndedBefore, forget, settle, ttlSeconds } = input;
+  const stepNames: Record<string, string> = {};
+  const forgotten = forget.map((name, index) => {
+    stepNames[`#forget${index}`] = stepKey(name);
+    return `#steps.#forget${index}`;
+  });
+  const values: Record<string, unknown> = { ':failed': 'FAILED', ':expires': nowSeconds + ttlSeconds };
+  let set = 'SET #status = :failed, #expires = :expires';
+  if (settle) {
+    stepNames['#settle'] = stepKey(settle.name);
+    values[':settled'] = stepItem({ ...settle, recordedAt: nowSeconds });
+    set += ', #steps.#settle = :settled';
+  }
+  // Released: out of the index of keys in flight too.
+  const update = `${set} REMOVE ${['#response', '#inflight', ...forgotten].join(', ')}`;
+  let condition = '#status = :status AND #token = :token';
+  if (status === 'PENDING') condition += ' AND #expires < :leaseEndedBefore';
+  Object.assign(values, { ':status': status, ':token': claimToken });
+  if (status === 'PENDING') values[':leaseEndedBefore'] = leaseEndedBefore ?? nowSeconds;
+  return {
+    TableName: tableName,
+    Key: layout.itemKey(key, partition),
+    UpdateExpression: update,
+    ConditionExpression: condition,
+    ExpressionAttributeNames: { ...names(layout, update, condition), ...stepNames },
+    ExpressionAttributeValues: attributeValues(values),
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { IdempotencyInFlightError, IdempotencyStoreUnavailableError } from '../errors/idempotency.errors';
 import { MAX_CLAIM_ATTEMPTS } from '../idempotency.constants';
-import { claimableBy, IdempotencyRecord } from '../repository/idempotency.record';
+import { claimableBy, IdempotencyRecord, versionChange } from '../repository/idempotency.record';
 import { ClaimInput, ClaimResult } from '../repository/idempotency.repository';
 import { RecordRead, restartClaimRequest, resumeClaimRequest } from './claim-requests';
 import type { CompletedPutStore } from './completed-put';
@@ -42,7 +42,8 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
       const existing = await store.existing({ key, partition }, error);
       // The SDK retried a claim whose first attempt timed out but landed: that attempt was ours.
       if (existing?.claimToken === claimToken) {
-        return { claimed: true, claimToken, run: existing.runs ?? 1, steps: existing.steps ?? [] };
+        const { steps = [], startedSteps = [] } = existing;
+        return { claimed: true, claimToken, run: existing.runs ?? 1, steps, startedSteps };
       }
       const blocking = existing && !claimableBy(existing, fingerprint, store.nowSeconds(), clockSkewSeconds);
       // Gone (TTL deleted it), expired or failed since the condition was checked: claim again, a few times.
@@ -50,7 +51,10 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
       if (attempt >= MAX_CLAIM_ATTEMPTS) throw new IdempotencyStoreUnavailableError('claim', 'ClaimContention');
       // Claimable: the same request unfinished is resumed; another request's record, or a finished one, restarted.
       const resumable = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
-      restarting = existing && !resumable ? existing : undefined;
+      // Steps of another version of the code: refused (the record comes back as it is), or restarted without them.
+      const otherVersion = resumable && versionChange(claim, existing);
+      if (otherVersion === 'refuse') return { claimed: false, existing: existing! };
+      restarting = existing && (!resumable || otherVersion === 'restart') ? existing : undefined;
     }
   }
 }
@@ -63,7 +67,8 @@ export async function claimRecord(store: CompletedPutStore, claim: ClaimInput): 
 function won(claimToken: string, resumed: IdempotencyRecord | undefined): ClaimResult {
   if (!resumed) return { claimed: true, claimToken, run: 1, steps: [] };
   const run = Math.max(1, (resumed.runs ?? 0) + 1);
-  const steps = resumed.steps ?? [];
-  if (resumed.status !== 'PENDING') return { claimed: true, claimToken, run, steps };
-  return { claimed: true, claimToken, run, steps, takenOver: resumed.owners ?? [resumed.holder ?? ''] };
+  const { steps = [], startedSteps = [] } = resumed;
+  if (resumed.status !== 'PENDING') return { claimed: true, claimToken, run, steps, startedSteps };
+  const takenOver = resumed.owners ?? [resumed.holder ?? ''];
+  return { claimed: true, claimToken, run, steps, startedSteps, takenOver };
 }

@@ -1,7 +1,7 @@
 import { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { gunzipSync } from 'node:zlib';
-import { RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import { inRecordedOrder, RecordedStep, StartedStep, StoredResponse } from '../repository/idempotency.record';
 import { stepNameOf, stepValue } from '../response/step-value';
 
 /**
@@ -16,6 +16,9 @@ export interface StepItem {
   at: number;
   attempt: number;
   run: number;
+  seq?: number;
+  /** 1 on the start of an at-most-once step (no value yet): `at` is when it started. */
+  started?: number;
 }
 
 /** A map attribute (a recorded step, the empty map of steps), already in DynamoDB's form. */
@@ -24,11 +27,42 @@ export class MapValue {
 }
 
 /** A step's entry in the `steps` map. */
-export function stepItem({ result, recordedAt, attempt, run }: Omit<RecordedStep, 'bytes' | 'name'>): MapValue {
-  const times = { at: { N: String(recordedAt) }, attempt: { N: String(attempt) }, run: { N: String(run) } };
+export function stepItem({ result, recordedAt, attempt, run, seq }: Omit<RecordedStep, 'bytes' | 'name'>): MapValue {
+  const times: Record<string, AttributeValue> = {
+    at: { N: String(recordedAt) },
+    attempt: { N: String(attempt) },
+    run: { N: String(run) },
+  };
+  if (seq !== undefined) times.seq = { N: String(seq) };
   if (result.sealed !== undefined) return new MapValue({ sealed: { S: result.sealed }, ...times });
   const stored = stepValue(result);
   return new MapValue({ value: typeof stored === 'string' ? { S: stored } : { B: stored }, ...times });
+}
+
+/** The start of an at-most-once step in the `steps` map: replaced by its result once recorded (`stepItem`). */
+export function startedStepItem({ startedAt, attempt, run }: Omit<StartedStep, 'name'>): MapValue {
+  return new MapValue({
+    started: { N: '1' },
+    at: { N: String(startedAt) },
+    attempt: { N: String(attempt) },
+    run: { N: String(run) },
+  });
+}
+
+/** The `steps` map read: the recorded steps (`recordedSteps`), and the at-most-once steps started without a result. */
+export function stepEntries(steps: Record<string, AttributeValue>): {
+  steps: RecordedStep[];
+  startedSteps: StartedStep[];
+} {
+  const entries = Object.entries(steps);
+  const isStart = ([, entry]: [string, AttributeValue]) => entry.M?.started !== undefined;
+  const startedSteps = entries.filter(isStart).map(([key, entry]) => {
+    const { at, attempt, run } = unmarshall(entry.M ?? {}) as StepItem;
+    return { name: stepNameOf(key), startedAt: Number(at), attempt: Number(attempt), run: Number(run) };
+  });
+  // `fromEntries` defines each name as it is (a step named `__proto__` included).
+  const recorded = Object.fromEntries(entries.filter((entry) => !isStart(entry)));
+  return { steps: recordedSteps(recorded), startedSteps };
 }
 
 /**
@@ -39,17 +73,18 @@ export function stepItem({ result, recordedAt, attempt, run }: Omit<RecordedStep
 export function recordedSteps(steps: Record<string, AttributeValue>): RecordedStep[] {
   return Object.entries(steps)
     .map(([key, entry]) => {
-      const { value, sealed, at, attempt, run } = unmarshall(entry.M ?? {}) as StepItem;
+      const { value, sealed, at, attempt, run, seq } = unmarshall(entry.M ?? {}) as StepItem;
       return {
         name: stepNameOf(key),
         result: stepResult(value, sealed),
         recordedAt: Number(at),
         attempt: Number(attempt),
         run: Number(run),
+        ...(seq === undefined ? {} : { seq: Number(seq) }),
         bytes: Buffer.byteLength(key) + 1 + attributeBytes(entry),
       };
     })
-    .sort((a, b) => a.run - b.run || a.recordedAt - b.recordedAt);
+    .sort(inRecordedOrder);
 }
 
 /**

@@ -18,7 +18,7 @@ describe('TableLayout.from (the options, checked)', () => {
 
   it('refuses an attribute that is not the record’s, or an empty name', () => {
     expect(from({ attributeNames: { owner: 'o' } as never })).toThrow(
-      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at, steps, runs, holder, owners, renewed_at, in_flight)',
+      'forRoot: attributeNames.owner is not a record attribute (one of status, expires_at, claim_token, fingerprint, response, pending_since, completed_at, steps, runs, holder, owners, renewed_at, in_flight, version)',
     );
     expect(from({ attributeNames: { expires_at: '' } })).toThrow(
       'forRoot: attributeNames.expires_at must be a non-empty string, got ""',
@@ -58,6 +58,7 @@ describe('TableLayout.from (the options, checked)', () => {
       owners: 'owners',
       renewed_at: 'renewed_at',
       in_flight: 'in_flight',
+      version: 'version',
     });
     expect(layout.recordKeyAttribute).toBe('SK');
   });

@@ -15,7 +15,8 @@ export type RecordAttribute =
   | 'holder'
   | 'owners'
   | 'renewed_at'
-  | 'in_flight';
+  | 'in_flight'
+  | 'version';
 
 const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'status',
@@ -31,6 +32,7 @@ const RECORD_ATTRIBUTES: RecordAttribute[] = [
   'owners',
   'renewed_at',
   'in_flight',
+  'version',
 ];
 
 /** The shards of the index of keys in flight: 16 partition values, so that no index partition is hot. */

@@ -16,6 +16,8 @@ export type ProblemOutcome =
   | 'fingerprint_failed'
   | 'reentrant_call'
   | 'key_poisoned'
+  | 'step_outcome_unknown'
+  | 'version_mismatch'
   | 'outcome_not_found'
   | 'store_misconfigured'
   | 'store_throttled'
@@ -118,6 +120,19 @@ export const PROBLEMS = {
     title: 'Idempotency key poisoned',
     status: 500,
   },
+  step_outcome_unknown: {
+    event: 'step-outcome-unknown',
+    slug: 'step-outcome-unknown',
+    title: 'Step outcome unknown',
+    status: 500,
+  },
+  version_mismatch: {
+    event: 'version-mismatch',
+    slug: 'version-mismatch',
+    title: 'Recorded steps of another version',
+    status: 503,
+    retryAfter: 'lease',
+  },
   outcome_not_found: {
     event: 'outcome-not-found',
     slug: 'outcome-not-found',
@@ -171,7 +186,12 @@ export const ProblemType = Object.freeze(
 ) as { readonly [S in Slug as CamelCase<S>]: `urn:nestjs-dynamodb-idempotency:${S}` };
 
 /** The names of outcome events: a run, a replay, or a problem's `event`. */
-export type OutcomeEventName = 'executed' | 'replayed' | (typeof PROBLEMS)[ProblemOutcome]['event'];
+export type OutcomeEventName =
+  | 'executed'
+  | 'replayed'
+  | (typeof PROBLEMS)[ProblemOutcome]['event']
+  /** An operator's step surgery (`keys:restart --from-step`, `keys:resolve-step`): `transport` is `admin`. */
+  | 'step-surgery';
 
 /** An outcome's event name. */
 export function outcomeEventName(outcome: RequestOutcome): OutcomeEventName {
@@ -191,7 +211,7 @@ export interface IdempotencyOutcomeEvent {
    * How the call came in: an HTTP route, a GraphQL mutation, a message handler, an MCP tool, `IdempotencyService.execute`,
    * a provider's `@Idempotent()` method, a record of a Lambda batch (`processBatch`).
    */
-  transport: 'http' | 'graphql' | 'rpc' | 'mcp' | 'function' | 'method' | BatchTransport;
+  transport: 'http' | 'graphql' | 'rpc' | 'mcp' | 'function' | 'method' | 'admin' | BatchTransport;
   /** `POST /orders`, the route's `name`, `GraphQL Mutation.pay`, `RPC "pattern"`, `fn charge-card`, `OrdersConsumer.handle`. */
   operation: string;
   /** The record key (hashed: never the client's key); absent when the call has none (a missing key). */
@@ -203,4 +223,6 @@ export interface IdempotencyOutcomeEvent {
   /** From the call's start to its outcome. */
   durationMs: number;
   mode: 'lease' | 'optimistic';
+  /** An operator's command (`transport: 'admin'`): who ran it (the access key of its AWS credentials, in the CLI). */
+  operator?: string;
 }

@@ -11,8 +11,11 @@ const INSTRUMENTATION_SCOPE = 'nestjs-dynamodb-idempotency';
 export type StoreOperation =
   'claim' | 'complete' | 'commit' | 'fail' | 'renew' | 'step' | 'get' | 'scan' | 'query' | 'remove';
 
-/** What became of a step (`IdempotencyContext.step`): its function ran, its recorded result was used, or neither. */
-export type StepResult = 'run' | 'resumed' | 'lease_lost';
+/**
+ * What became of a step (`IdempotencyContext.step`): its function ran, its recorded result was used, or neither (the
+ * lease was lost); for an interrupted at-most-once step, what its probe said (done, not done) or that nobody could tell.
+ */
+export type StepResult = 'run' | 'resumed' | 'lease_lost' | 'probed_done' | 'probed_not_done' | 'outcome_unknown';
 
 /** The reconciler's findings for one table: its last sweep's counts, and when it ended (epoch seconds). */
 export interface SweepFindings {
@@ -23,7 +26,14 @@ export interface SweepFindings {
 
 /** The operations whose refused conditions are counted (a series for each is exported from the start). */
 const CONDITIONAL_OPERATIONS = ['claim', 'complete', 'fail', 'renew', 'step'] as const;
-const STEP_RESULTS: readonly StepResult[] = ['run', 'resumed', 'lease_lost'];
+const STEP_RESULTS: readonly StepResult[] = [
+  'run',
+  'resumed',
+  'lease_lost',
+  'probed_done',
+  'probed_not_done',
+  'outcome_unknown',
+];
 
 /** The metrics kept as plain counts (`CountedSeries`): every counter the module exports. */
 type CountedMetric =

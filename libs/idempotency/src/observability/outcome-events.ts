@@ -94,6 +94,31 @@ export class OutcomeEvents {
 
 type OutcomeListener = (event: IdempotencyOutcomeEvent, name: string) => unknown;
 
+/**
+ * An operator's command as an outcome event on the diagnostics channel (`IdempotencyAdmin`'s step surgery), while it
+ * has subscribers: each called on its own, what one throws logged, never reaching the command.
+ */
+export function publishOperatorEvent(event: () => IdempotencyOutcomeEvent): void {
+  if (!outcomeChannel.hasSubscribers) return;
+  const built = event();
+  for (const subscriber of channelSubscribers()) {
+    try {
+      const returned = subscriber(built, OUTCOME_CHANNEL) as unknown;
+      if (isThenable(returned)) returned.then(undefined, (error: unknown) => logListenerError(built, error));
+    } catch (error) {
+      logListenerError(built, error);
+    }
+  }
+}
+
+function logListenerError(event: IdempotencyOutcomeEvent, error: unknown): void {
+  new Logger('Idempotency').error({
+    msg: 'a subscriber of the outcome channel failed on an operator event',
+    operation: event.operation,
+    error: String(error),
+  });
+}
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }

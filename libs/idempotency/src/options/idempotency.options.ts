@@ -4,6 +4,7 @@ import { ExecutionContext } from '@nestjs/common';
 import type { TableLayoutOptions } from '../dynamodb/table-layout';
 import type { IdempotencyOutcomeEvent } from '../errors/outcomes';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
+import type { VersionChange } from '../repository/store-inputs';
 import { EncryptionOptions } from '../response/response-sealing';
 
 /**
@@ -216,6 +217,18 @@ export interface IdempotentOptions {
    * writes and `deriveKey`-keyed calls (docs/optimistic-mode.md). Default `'lease'`.
    */
   mode?: IdempotencyMode;
+  /**
+   * The version of the handler's steps (`'2'`, a release): written on the record at the claim. A run that would resume
+   * steps another version recorded (renamed, reordered, reshaped) follows `onVersionChange`. Replays are unaffected.
+   * Without it, any record's steps are resumed (docs/recovery-points.md).
+   */
+  version?: string;
+  /**
+   * With `version`, a run that would resume steps of another version: `'refuse'` (the default) answers 503
+   * `version-mismatch` with `Retry-After` (during a rolling deploy, an instance of that version takes it); `'resume'`
+   * resumes them; `'restart'` drops them and runs every step again (their effects too).
+   */
+  onVersionChange?: VersionChange;
 }
 
 /**

@@ -71,6 +71,8 @@ export function validateCallSettings(
     mode?: unknown;
     mcp?: unknown;
     maxCrashedOwners?: unknown;
+    version?: unknown;
+    onVersionChange?: unknown;
   },
   where: string,
   clockSkewSeconds?: number,
@@ -112,6 +114,7 @@ export function validateCallSettings(
   }
   mcpOption(settings.mcp, where);
   if (settings.maxCrashedOwners !== undefined) crashedOwners(settings.maxCrashedOwners, where);
+  versionOptions(settings.version, settings.onVersionChange, where);
   if (storeIf !== undefined && typeof storeIf !== 'function') {
     throw new TypeError(
       `${where}: idempotency option storeIf must be a function (status, error?) => boolean, got ${String(storeIf)}`,
@@ -121,6 +124,24 @@ export function validateCallSettings(
     throw new TypeError(
       `${where}: idempotency option waitMs must be a number of milliseconds ≥ 0, got ${String(waitMs)}`,
     );
+  }
+}
+
+/** `version`: 1 to 64 characters; `onVersionChange`: one of three, and only with a version. */
+function versionOptions(version: unknown, change: unknown, where: string): void {
+  if (version !== undefined && !(typeof version === 'string' && version.length > 0 && version.length <= 64)) {
+    throw new TypeError(
+      `${where}: idempotency option version must be a string of 1 to 64 characters, got ${String(version)}`,
+    );
+  }
+  if (change === undefined) return;
+  if (change !== 'refuse' && change !== 'resume' && change !== 'restart') {
+    throw new TypeError(
+      `${where}: idempotency option onVersionChange must be 'refuse', 'resume' or 'restart', got ${JSON.stringify(change)}`,
+    );
+  }
+  if (version === undefined) {
+    throw new TypeError(`${where}: idempotency option onVersionChange needs a version (there is nothing to compare).`);
   }
 }
 

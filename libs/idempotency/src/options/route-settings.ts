@@ -4,6 +4,7 @@ import { METHOD_METADATA } from '../nest-internals';
 import { IdempotencyMode, IdempotentOptions } from './idempotency.options';
 import { clockSkewFor } from './option-checks';
 import { ResolvedIdempotencyOptions } from './resolved-options';
+import type { VersionChange } from '../repository/store-inputs';
 
 /** Per-call settings; undefined fields fall back to the module's options. */
 export interface CallSettings {
@@ -23,6 +24,10 @@ export interface CallSettings {
    * for work whose effects are `commitWith` writes and calls keyed by `deriveKey` (docs/optimistic-mode.md).
    */
   mode?: IdempotencyMode;
+  /** The version of the work's steps, written on the record (`IdempotentOptions.version`). */
+  version?: string;
+  /** With `version`: what a run does with steps of another version (`IdempotentOptions.onVersionChange`). */
+  onVersionChange?: VersionChange;
 }
 
 /** The settings one call runs with, every field filled in. */
@@ -37,6 +42,8 @@ export interface CallPolicy {
   /** How far another process's clock may run ahead (see `clockSkewSeconds`). */
   clockSkewSeconds: number;
   mode: IdempotencyMode;
+  version?: string;
+  onVersionChange?: VersionChange;
 }
 
 /**
@@ -54,6 +61,8 @@ export function callPolicy(settings: CallSettings, options: ResolvedIdempotencyO
     waitMs: settings.waitMs ?? 0,
     clockSkewSeconds: clockSkewFor(leaseSeconds, options.clockSkewSeconds),
     mode: settings.mode ?? 'lease',
+    version: settings.version,
+    onVersionChange: settings.version === undefined ? undefined : (settings.onVersionChange ?? 'refuse'),
   };
 }
 

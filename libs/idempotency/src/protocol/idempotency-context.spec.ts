@@ -9,7 +9,7 @@ import {
   RunningClaim,
   untrackContext,
 } from './idempotency-context';
-import { UnrecordedSteps } from './step-runner';
+import { UnrecordedSteps } from './unrecorded-steps';
 
 const put = (id: string): CommitWrite => ({ Put: { TableName: 'orders', Item: { id } } });
 

@@ -7,7 +7,8 @@ import { CommitWrite, MAX_COMMIT_WRITES } from '../repository/commit-write';
 import { PARAMTYPES_METADATA, PROPERTY_DEPS_METADATA, SELF_DECLARED_DEPS_METADATA } from '../nest-internals';
 import type { InstanceWrapper } from '../nest-internals';
 import type { UnkeyedCallWatch } from '../unkeyed-calls/unkeyed-call-watch';
-import { StepFunction, StepRunner, UnrecordedSteps } from './step-runner';
+import { checkStepOptions, StepFunction, StepOptions, StepRunner } from './step-runner';
+import { UnrecordedSteps } from './unrecorded-steps';
 
 /** The claim a protected call runs under, as the context exposes it. */
 export interface RunningClaim {
@@ -165,16 +166,18 @@ export class IdempotencyContext {
    * result, of the types it had, without running `fn`. `fn` gets `key` (`deriveKey(name)`, for its downstream call's
    * own idempotency key) and `attempt` (how many times it has been started for this request). Names are unique within
    * a call. Outside a protected call (an optional key that is absent) and in optimistic mode, `fn` runs and nothing is
-   * recorded. See docs/recovery-points.md.
+   * recorded. A step is at least once by default; `{ semantics: 'at-most-once', probe }` records its start first and
+   * never runs `fn` blindly after an interrupted attempt (`StepOptions`). See docs/recovery-points.md.
    *
    * @example
    * ```ts
    * const charge = await this.idempotency.step('charge', ({ key }) => payments.charge(order, { idempotencyKey: key }));
    * ```
    */
-  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
+  async step<T>(name: string, fn: StepFunction<T>, options?: StepOptions<T>): Promise<T> {
+    checkStepOptions(name, options);
     const steps = this.current()?.steps ?? keylessSteps;
-    return steps.step(name, fn);
+    return steps.step(name, fn, options);
   }
 
   /**
@@ -242,7 +245,7 @@ export class IdempotencyContext {
 
 /** Steps outside any protected call: run, never recorded. */
 const keylessSteps: StepRunner = {
-  step: (name, fn) => new UnrecordedSteps().step(name, fn),
+  step: (name, fn, options) => new UnrecordedSteps().step(name, fn, options),
 };
 
 /** The context of one call, whatever the current async context: no AsyncLocalStorage lookup. */

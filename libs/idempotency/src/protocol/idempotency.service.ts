@@ -27,6 +27,7 @@ import {
 } from './protected-call';
 import { ReplayCache } from './replay-cache';
 import { FlightTaken, localOwner, SingleFlight, WonClaim, wonClaim } from './single-flight';
+import { refuseOtherVersion } from './step-versions';
 
 export type { CallSettings, ExecuteOptions, ProtectedCall, ProtectedWork } from './protected-call';
 
@@ -99,9 +100,8 @@ export class IdempotencyService implements OnApplicationShutdown {
   }
 
   /**
-   * Runs `fn` once per key. Duplicates get the first call's result (the JSON it would be sent as; `undefined`,
-   * falsy and empty values exactly). Throws `IdempotencyInFlightError`, `IdempotencyMismatchError`,
-   * `IdempotencyStoreThrottledError` or `IdempotencyStoreUnavailableError` instead of running `fn` again.
+   * Runs `fn` once per key; duplicates get the first call's result (as JSON; `undefined`, falsy and empty values
+   * exactly), or the module's error (`IdempotencyInFlightError`, a mismatch, a store fault) instead of a second run.
    */
   async execute<T>(options: ExecuteOptions, fn: (context: IdempotencyContext) => T | Promise<T>): Promise<T> {
     return this.run<T>(
@@ -212,6 +212,7 @@ export class IdempotencyService implements OnApplicationShutdown {
       let existing: IdempotencyRecord | undefined = claim.claimed
         ? localOwner(call, flight, claim.claimToken)
         : claim.existing;
+      if (existing) refuseOtherVersion(call, existing, this.clock.nowSeconds());
       while (existing && !claimableBy(existing, call.fingerprint, this.clock.nowSeconds(), call.clockSkewSeconds)) {
         if (existing.fingerprint !== call.fingerprint) throw new IdempotencyMismatchError();
         if (isFinalFailure(existing)) throw finalFailureError(existing);

@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { IdempotencyLeaseLostError } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { LeaseHeartbeat } from './lease-heartbeat';
 import { OutcomeRecorder } from './outcome-recorder';
-import { crashedTooOften, poison } from './poisoned-keys';
+import { crashedTooOften, poison, storeUnknownOutcome } from './poisoned-keys';
 import { ProtectedCall, ProtectedWork } from './protected-call';
 import { WonClaim } from './single-flight';
 import { StepJournal, StepJournalDependencies } from './step-journal';
@@ -39,6 +40,9 @@ export class KeyOwner {
         await this.recorder.abandon(call, claimToken);
         throw outcome.error;
       }
+      if ('error' in outcome && outcome.error instanceof StepOutcomeUnknownError) {
+        return storeUnknownOutcome(this.journal, call, claimToken, outcome.error);
+      }
       // A final outcome is stored and replayed; any other releases the key (an error's writes are dropped).
       const stored = finalOutcome(this.logger, call, work, outcome, writes);
       if ('error' in outcome) {
@@ -61,8 +65,8 @@ export class KeyOwner {
   }
 
   /** The run's steps: recorded on the record, or refused before they start on a store that cannot record them. */
-  private steps(call: ProtectedCall, { claimToken, flight, run, steps = [] }: WonClaim): StepRunner {
-    if (run !== undefined) return new StepJournal(this.journal, call, { claimToken, run, steps }, flight);
+  private steps(call: ProtectedCall, { claimToken, flight, run, steps = [], startedSteps }: WonClaim): StepRunner {
+    if (run !== undefined) return new StepJournal(this.journal, call, { claimToken, run, steps, startedSteps }, flight);
     const store = this.journal.repository.constructor.name;
     return {
       step: () => Promise.reject(new Error(`IdempotencyContext.step: ${store} cannot record steps.`)),

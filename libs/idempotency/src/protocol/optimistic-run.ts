@@ -11,7 +11,7 @@ import { replayOf } from './completed-response';
 import { commitRejected, retryThroughStoreFaults, writeOutcome } from './outcome-recorder';
 import { ProtectedCall, ProtectedWork, retryAfterSeconds } from './protected-call';
 import { ReplayCache } from './replay-cache';
-import { UnrecordedSteps } from './step-runner';
+import { UnrecordedSteps } from './unrecorded-steps';
 import { finalOutcome, OwnerEnvironment, runUnderClaim } from './work-outcome';
 
 /** Where an optimistic run writes and what it reads of the module. */

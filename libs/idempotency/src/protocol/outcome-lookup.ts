@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyRecord, isFinalFailure, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
@@ -25,6 +26,8 @@ import { retryAfterSeconds } from './protected-call';
  * - `released`: it ran and failed (not finally), or its owner died and nobody took it over: sending the request again
  *   runs it.
  * - `poisoned`: its owners crashed on it (`maxCrashedOwners`): the owners.
+ * - `step-outcome-unknown`: an at-most-once step was interrupted and nothing could tell whether it had its effect: the
+ *   step and the attempt. An operator settles it (`keys:resolve-step`).
  * - `unknown`: no record (never received, purged, or past its retention).
  */
 export type KeyOutcome =
@@ -32,6 +35,7 @@ export type KeyOutcome =
   | { state: 'in-flight'; retryAfterSeconds: number }
   | { state: 'released' }
   | { state: 'poisoned'; owners: readonly string[] }
+  | { state: 'step-outcome-unknown'; step: string; attempt: number }
   | { state: 'unknown' };
 
 /** The longest an outcome is waited for (`waitMs`): a long poll, not a subscription. */
@@ -104,7 +108,13 @@ async function lookUpOutcome(
 function outcomeOf(dependencies: OutcomeLookupDependencies, record: IdempotencyRecord | undefined): KeyOutcome {
   const now = dependencies.clock.nowSeconds();
   if (!record) return { state: 'unknown' };
-  if (isFinalFailure(record)) return { state: 'poisoned', owners: finalFailureError(record).owners };
+  if (isFinalFailure(record)) {
+    const error = finalFailureError(record);
+    if (error instanceof StepOutcomeUnknownError) {
+      return { state: 'step-outcome-unknown', step: error.step, attempt: error.attempt };
+    }
+    return { state: 'poisoned', owners: error.owners };
+  }
   if (record.status === 'FAILED') return { state: 'released' };
   if (record.status === 'COMPLETED') {
     if (record.expiresAt < now) return { state: 'unknown' }; // past its retention (the table's TTL lags)

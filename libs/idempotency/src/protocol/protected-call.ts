@@ -128,6 +128,8 @@ export function protectedCall(
     waitMs: policy.waitMs,
     clockSkewSeconds: policy.clockSkewSeconds,
     mode: policy.mode,
+    version: policy.version,
+    onVersionChange: policy.onVersionChange,
     steps: undefined, // set by its journal
     transport: undefined, // its work's, set when it is run
   };

@@ -1,7 +1,7 @@
 import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises';
 import { IdempotencyClock } from '../idempotency.clock';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { IdempotencyRecord, RecordedStep } from '../repository/idempotency.record';
+import { IdempotencyRecord, RecordedStep, StartedStep } from '../repository/idempotency.record';
 import { ClaimResult, IdempotencyRepository } from '../repository/idempotency.repository';
 import { claimHolder } from './invocation-deadline';
 import { leaseSecondsAt, ProtectedCall } from './protected-call';
@@ -54,9 +54,9 @@ export interface FlightTaken {
 
 /** The key, when this request's own claim won it (not one it joined). */
 export function wonClaim({ flight, joined }: FlightTaken, claim: ClaimResult): WonClaim | undefined {
-  return claim.claimed && !joined
-    ? { claimToken: claim.claimToken, flight, run: claim.run, steps: claim.steps, takenOver: claim.takenOver }
-    : undefined;
+  if (!claim.claimed || joined) return undefined;
+  const { claimToken, run, steps, startedSteps, takenOver } = claim;
+  return { claimToken, flight, run, steps, startedSteps, takenOver };
 }
 
 /** A claim this request won: its token, its flight, and (from a store with steps) its run and the steps recorded before. */
@@ -65,6 +65,8 @@ export interface WonClaim {
   flight: Flight;
   run?: number;
   steps?: readonly RecordedStep[];
+  /** The at-most-once steps an earlier run started and did not record (`ClaimResult`). */
+  startedSteps?: readonly StartedStep[];
   /** When it took over a lease: the owners since the record's last clean end, each crashed (`ClaimResult`). */
   takenOver?: readonly string[];
 }
@@ -113,6 +115,8 @@ export class SingleFlight {
           leaseSeconds,
           clockSkewSeconds: call.clockSkewSeconds,
           holder: claimHolder(),
+          version: call.version,
+          onVersionChange: call.onVersionChange,
         }),
       claimOutcome,
     );

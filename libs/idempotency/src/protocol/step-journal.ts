@@ -4,11 +4,12 @@ import {
   IdempotencyLeaseLostError,
   IdempotencyRecordUnreadableError,
 } from '../errors/idempotency.errors';
+import { StepOutcomeUnknownError } from '../errors/step-errors';
 import { IdempotencyClock } from '../idempotency.clock';
 import { MAX_STEP_RESULT_BYTES, MAX_STEPS_BYTES } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
-import { IdempotencyRecord, RecordedStep, StoredResponse } from '../repository/idempotency.record';
+import { IdempotencyRecord, RecordedStep, StartedStep, StoredResponse } from '../repository/idempotency.record';
 import { IdempotencyRepository } from '../repository/idempotency.repository';
 import { ResponseSealer, stepSealKey, UnreadableRecordError } from '../response/response-sealing';
 import { replayedBody } from '../response/stored-response.codec';
@@ -16,7 +17,8 @@ import { stepEntryBytes } from '../response/step-value';
 import { encodeTyped } from '../response/typed-value';
 import { retryThroughStoreFaults } from './outcome-recorder';
 import { ProtectedCall, retryAfterSeconds, StepLedger } from './protected-call';
-import { runStep, StepFunction, StepRunner, uniqueName } from './step-runner';
+import { AttemptLease, runAttempt, runAttempts, StepAttempts } from './step-attempts';
+import { OUTCOME_UNKNOWN, StepFunction, StepOptions, StepProbe, StepRunner, uniqueName } from './step-runner';
 
 /** The lease a step checks before it starts: its end by this process's clock, and whether a write was refused. */
 export interface HeldLease {
@@ -37,6 +39,8 @@ export interface StepClaim {
   claimToken: string;
   run: number;
   steps: readonly RecordedStep[];
+  /** The at-most-once steps an earlier run started and did not record. */
+  startedSteps?: readonly StartedStep[];
 }
 
 /**
@@ -46,10 +50,13 @@ export interface StepClaim {
  */
 export class StepJournal implements StepRunner {
   private readonly recorded = new Map<string, RecordedStep>();
+  private readonly started = new Map<string, StartedStep>();
   private readonly names = new Set<string>();
   /** The run that recorded the latest step (1 if none): a step not recorded may have been started by every run since. */
   private base = 1;
   private readonly ledger: StepLedger = { bytes: 0, unfinished: 0 };
+  /** The place of the next step recorded among the request's steps (`RecordedStep.seq`). */
+  private seq: number;
   private ended = false;
 
   constructor(
@@ -63,6 +70,8 @@ export class StepJournal implements StepRunner {
       this.base = Math.max(this.base, step.run);
       this.ledger.bytes += step.bytes ?? 0;
     }
+    for (const step of claim.startedSteps ?? []) this.started.set(step.name, step);
+    this.seq = claim.steps.length;
     call.steps = this.ledger;
   }
 
@@ -70,7 +79,7 @@ export class StepJournal implements StepRunner {
     this.ended = true;
   }
 
-  async step<T>(name: string, fn: StepFunction<T>): Promise<T> {
+  async step<T>(name: string, fn: StepFunction<T>, options: StepOptions<T> = {}): Promise<T> {
     uniqueName(this.names, name);
     if (this.ended) throw callEnded(name, 'the step was not started');
     const { telemetry } = this.deps;
@@ -80,20 +89,84 @@ export class StepJournal implements StepRunner {
       return this.opened(recorded) as T;
     }
     if (this.leaseGone()) throw this.lost('a step does not start once its caller may have lost the lease');
-    const { recordKey } = this.call;
-    const attempt = this.claim.run - this.base + 1;
+    const atMostOnce = options.semantics === 'at-most-once';
+    const attempts = this.attempts(name, options, atMostOnce);
     this.ledger.unfinished++;
-    const key = derivedKeyOf(this.call, name);
-    const value = await telemetry.stepSpan(recordKey, name, attempt, async () => runStep(fn, { key, attempt }));
+    const started = atMostOnce ? this.started.get(name) : undefined;
+    if (started) {
+      const probed = await this.probe(attempts, started.attempt, options.probe);
+      if (probed) {
+        await this.record(name, started.attempt, probed.value);
+        this.ledger.unfinished--;
+        return probed.value;
+      }
+    }
+    attempts.first = atMostOnce ? (started?.attempt ?? 0) + 1 : this.claim.run - this.base + 1;
+    if (atMostOnce) await this.start(name, attempts.first);
+    const { recordKey } = this.call;
+    const { value, attempt } = await telemetry.stepSpan(recordKey, name, attempts.first, () =>
+      runAttempts(fn, attempts),
+    );
     await this.record(name, attempt, value);
     this.ledger.unfinished--;
+    telemetry.step('run');
     return value;
   }
 
-  private async record(name: string, attempt: number, value: unknown): Promise<void> {
-    const { repository, telemetry, sealer } = this.deps;
+  /** How the step's attempts run: its key, retries and time limit, under this run's lease. */
+  private attempts<T>(name: string, { retry, timeoutMs }: StepOptions<T>, atMostOnce: boolean): StepAttempts {
+    const { clock } = this.deps;
+    const lease: AttemptLease = {
+      gone: () => this.leaseGone(),
+      usableUntilMs: () => (this.lease.leaseEndsAt - this.call.clockSkewSeconds) * 1000,
+      lost: () => this.lost('a step attempt stops once its caller may have lost the lease'),
+    };
+    const beforeRetry = (attempt: number) => (atMostOnce ? this.start(name, attempt) : Promise.resolve());
+    return { name, key: derivedKeyOf(this.call, name), first: 1, retry, timeoutMs, lease, clock, beforeRetry };
+  }
+
+  /**
+   * An at-most-once step found started without a result: its probe's answer (`{ value }`: the effect happened; undefined:
+   * it did not, and the function runs again), or `StepOutcomeUnknownError` without a probe or when it cannot tell.
+   */
+  private async probe<T>(
+    attempts: StepAttempts,
+    attempt: number,
+    probe: StepProbe<T> | undefined,
+  ): Promise<{ value: T } | undefined> {
+    const { name, key } = attempts;
+    const answer = probe ? await runAttempt(probe, attempts, attempt) : OUTCOME_UNKNOWN;
+    if (answer === OUTCOME_UNKNOWN) {
+      this.deps.telemetry.step('outcome_unknown');
+      throw new StepOutcomeUnknownError(name, attempt, key);
+    }
+    this.deps.telemetry.step(answer === undefined ? 'probed_not_done' : 'probed_done');
+    return answer === undefined ? undefined : { value: answer as T };
+  }
+
+  /**
+   * Records an at-most-once step's start before its function runs, fenced by the claim: a run that lost the key never
+   * starts it. Another run of the request that finds the start without a result does not run the function blindly.
+   */
+  private async start(name: string, attempt: number): Promise<void> {
     const { recordKey: key, partition } = this.call;
     const { claimToken, run } = this.claim;
+    const step = { name, attempt, run };
+    const written = await retryThroughStoreFaults(() =>
+      this.deps.repository.startStep({ key, partition, claimToken, step }),
+    );
+    if (!written.ok && written.reason === 'lease_lost') {
+      this.lease.leaseLost = true;
+      throw this.lost('its start was not recorded: another caller holds the key now', written.current);
+    }
+    if (!written.ok) throw callEnded(name, 'its start was not recorded');
+  }
+
+  private async record(name: string, attempt: number, value: unknown): Promise<void> {
+    const { repository, sealer } = this.deps;
+    const { recordKey: key, partition } = this.call;
+    const { claimToken, run } = this.claim;
+    const seq = this.seq++;
     const encoded: StoredResponse = {
       statusCode: 200,
       headers: {},
@@ -104,7 +177,7 @@ export class StepJournal implements StepRunner {
     const bytes = stepEntryBytes(name, result);
     limitSize(name, bytes, this.ledger.bytes);
     const written = await retryThroughStoreFaults(() =>
-      repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run } }),
+      repository.recordStep({ key, partition, claimToken, step: { name, result, attempt, run, seq } }),
     ).catch((error: unknown) => {
       // The step's function has run: whatever the store's fault, the request may have been partly processed.
       if (error instanceof IdempotencyError) error.workStarted = true;
@@ -117,7 +190,6 @@ export class StepJournal implements StepRunner {
     if (!written.ok) throw callEnded(name, 'its result was not recorded');
     this.base = run;
     this.ledger.bytes += bytes;
-    telemetry.step('run');
   }
 
   /**

@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { MAX_STEP_NAME_LENGTH } from '../idempotency.constants';
 import { derivedKeyOf } from '../keys/derived-key';
-import { StepInfo, UnrecordedSteps, uniqueName } from './step-runner';
+import { StepInfo, uniqueName } from './step-runner';
+import { UnrecordedSteps } from './unrecorded-steps';
 
 describe('uniqueName', () => {
   it('takes a name of 1 to 255 characters once per run', () => {

@@ -98,6 +98,8 @@ export interface IdempotencyRecord {
    * or its lease ran out). A claim that takes over a lease counts them against `maxCrashedOwners`.
    */
   owners?: string[];
+  /** The version of the code whose claim wrote the record (`@Idempotent({ version })`), when it had one. */
+  version?: string;
   /** Epoch seconds: the owner's last lease renewal, when it renewed at least once (else it claimed at `pendingSince`). */
   renewedAt?: number;
   /** Epoch seconds. */
@@ -107,6 +109,11 @@ export interface IdempotencyRecord {
   responseBytes?: number;
   /** The recovery points recorded for this request (`IdempotencyContext.step`), when the record was read whole. */
   steps?: RecordedStep[];
+  /**
+   * The at-most-once steps (`semantics: 'at-most-once'`) a run started and did not record: their function may or may
+   * not have had its effect. Kept with the steps; a step's result replaces its start.
+   */
+  startedSteps?: StartedStep[];
   /**
    * The runs of this request that may have started a step they did not record, when known: each claim adds one, and a
    * run released after recording every step it started takes itself off (a step's `attempt` counts these runs).
@@ -127,8 +134,29 @@ export interface RecordedStep {
   attempt: number;
   /** The claim (run) of the record that recorded it: 1 for the first run. */
   run: number;
+  /** Its place among the request's recorded steps, 0 for the first (absent on steps recorded before it was kept). */
+  seq?: number;
   /** Its size in the store, in bytes, when it was read. */
   bytes?: number;
+}
+
+/** Recorded steps in the order they were recorded: by run, then by place (`seq`), then by time. */
+export function inRecordedOrder(a: RecordedStep, b: RecordedStep): number {
+  return a.run - b.run || (a.seq ?? 0) - (b.seq ?? 0) || a.recordedAt - b.recordedAt;
+}
+
+/**
+ * The start of an at-most-once step (`IdempotencyContext.step(name, fn, { semantics: 'at-most-once' })`), recorded
+ * before its function ran: a later run that finds it without a result does not run the function blindly.
+ */
+export interface StartedStep {
+  name: string;
+  /** Epoch seconds. */
+  startedAt: number;
+  /** The `attempt` its function was started as. */
+  attempt: number;
+  /** The claim (run) of the record that started it. */
+  run: number;
 }
 
 /**
@@ -147,19 +175,46 @@ export function isClaimable(
 
 /**
  * Whether a claim for a request (its `fingerprint`) may take the record over: `isClaimable`, except that a released
- * record that holds recorded steps (a FAILED attempt, an MCP call waiting for its user's input) stays its request's
+ * record that holds recorded (or started) steps (a FAILED attempt, an MCP call waiting for its user's input) stays its request's
  * until it expires: another request under the key is refused as a mismatch, never run over the first one's recorded
  * effects (which its re-sent call would then find gone).
  */
 export function claimableBy(
-  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps'> & { response?: unknown },
+  record: Pick<IdempotencyRecord, 'status' | 'expiresAt' | 'fingerprint' | 'steps' | 'startedSteps'> & {
+    response?: unknown;
+  },
   fingerprint: string,
   nowSeconds: number,
   clockSkewSeconds = 0,
 ): boolean {
   if (!isClaimable(record, nowSeconds, clockSkewSeconds)) return false;
-  const heldSteps = record.status === 'FAILED' && (record.steps?.length ?? 0) > 0 && record.expiresAt >= nowSeconds;
+  const held = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0;
+  const heldSteps = record.status === 'FAILED' && held && record.expiresAt >= nowSeconds;
   return !heldSteps || record.fingerprint === fingerprint;
+}
+
+/**
+ * What a versioned claim does with the record it would resume (`onVersionChange`, default 'refuse'), when the record
+ * holds steps of another version; undefined when it resumes it as it is.
+ */
+export function versionChange(
+  { version, onVersionChange = 'refuse' }: { version?: string; onVersionChange?: 'refuse' | 'resume' | 'restart' },
+  record: Pick<IdempotencyRecord, 'steps' | 'startedSteps' | 'version'> | undefined,
+): 'refuse' | 'restart' | undefined {
+  if (version === undefined || onVersionChange === 'resume' || !record) return undefined;
+  return holdsStepsOfAnotherVersion(record, version) ? onVersionChange : undefined;
+}
+
+/**
+ * Whether a claim of `version` would resume steps another version of the code recorded or started: the record holds
+ * steps and was written by another version (or by none). A claim without a version never asks.
+ */
+export function holdsStepsOfAnotherVersion(
+  record: Pick<IdempotencyRecord, 'steps' | 'startedSteps' | 'version'>,
+  version: string,
+): boolean {
+  const held = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0) > 0;
+  return held && record.version !== version;
 }
 
 /**

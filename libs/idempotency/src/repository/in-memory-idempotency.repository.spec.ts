@@ -1,10 +1,11 @@
 import { ManualClock } from '../testing/manual-clock';
-import { COMPACT_AFTER, InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+import { InMemoryIdempotencyRepository } from './in-memory-idempotency.repository';
+import { COMPACT_AFTER } from './in-memory-records';
 
 const response = { statusCode: 200, headers: {} };
 /** The repository's private list of finished records in write order, from `oldest` on: the memory two tests are about. */
 const writeOrder = (repository: InMemoryIdempotencyRepository) =>
-  repository as unknown as { finished: unknown[]; oldest: number };
+  (repository as unknown as { order: { finished: unknown[]; oldest: number } }).order;
 
 async function completed(repository: InMemoryIdempotencyRepository, key: string, ttlSeconds = 60) {
   const claim = await repository.claim({ key, fingerprint: 'fp', leaseSeconds: 30 });

@@ -1,7 +1,9 @@
 import type { CommitWrite } from './commit-write';
 import { IdempotencyClock, SystemClock } from '../idempotency.clock';
-import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable } from './idempotency.record';
-import { nextClaimToken, readRecord, readSteps, segmentOf, StoredRecord, storedRecord } from './in-memory-records';
+import { claimableBy, IdempotencyRecord, IdempotencyStatus, isClaimable, versionChange } from './idempotency.record';
+import { nextClaimToken, readRecord, readSteps, revisable, revise, segmentOf } from './in-memory-records';
+import { StoredRecord, storedRecord } from './in-memory-records';
+import { WriteOrder } from './in-memory-write-order';
 import {
   ClaimInput,
   ClaimResult,
@@ -18,7 +20,10 @@ import {
   RemoveInput,
   RemoveResult,
   RenewInput,
+  ReviseStepsInput,
+  ReviseStepsResult,
   ScanInput,
+  StartStepInput,
   TransitionResult,
 } from './idempotency.repository';
 
@@ -27,9 +32,6 @@ export interface InMemoryRepositoryOptions {
   /** At most this many records are kept; past it, the oldest finished (COMPLETED or FAILED) record goes first. Default 100,000. */
   maxRecords?: number;
 }
-
-/** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
-const EXPIRED_CHECKED_PER_WRITE = 2;
 
 /**
  * A process-local repository with the same semantics as the DynamoDB one, for unit tests and
@@ -42,16 +44,8 @@ const EXPIRED_CHECKED_PER_WRITE = 2;
 export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   /** Responses are kept as JSON text, as DynamoDB keeps them: every read hands out its own copy. */
   private readonly records = new Map<string, StoredRecord>();
-  /**
-   * Every COMPLETED or FAILED record as written, oldest first, from `oldest` on: the order of eviction. A key claimed
-   * again is a new object (only a PENDING record is updated in place), and the record it replaces (or a removed one)
-   * is marked `dropped`: its entry is skipped, and cut once it reaches the front. Not the map's own order: a `Map`
-   * iterated from its start walks every entry deleted from its front since it last grew, and at `maxRecords` every
-   * write deletes one there.
-   */
-  private finished: StoredRecord[] = [];
-  private oldest = 0;
-  private readonly maxRecords: number;
+  /** The finished records in the order they were written: the order of eviction (`WriteOrder`). */
+  private readonly order: WriteOrder;
   /**
    * Every completion that carried writes (`IdempotencyContext.commitWith`), in order. The writes are recorded, not
    * applied: there is no table to apply them to. Assert on them in unit tests.
@@ -68,7 +62,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
         `InMemoryIdempotencyRepository: maxRecords must be a positive whole number, got ${String(maxRecords)}`,
       );
     }
-    this.maxRecords = maxRecords;
+    this.order = new WriteOrder(this.records, maxRecords);
   }
 
   /** How many records are kept now. */
@@ -76,21 +70,18 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return this.records.size;
   }
 
-  async claim({
-    key,
-    partition,
-    fingerprint,
-    leaseSeconds,
-    clockSkewSeconds = 0,
-    holder,
-  }: ClaimInput): Promise<ClaimResult> {
+  async claim(input: ClaimInput): Promise<ClaimResult> {
+    const { key, partition, fingerprint, leaseSeconds, clockSkewSeconds = 0, holder, version } = input;
     const now = this.clock.nowSeconds();
     const existing = this.records.get(key);
     const read = existing && readRecord(existing);
     if (read && !claimableBy(read, fingerprint, now, clockSkewSeconds)) return { claimed: false, existing: read };
+    // The same request left unfinished is resumed with its steps (unless another version's, `onVersionChange`).
+    const same = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint;
+    const change = same ? versionChange(input, read) : undefined;
+    if (change === 'refuse') return { claimed: false, existing: read! };
     const claimToken = nextClaimToken();
-    // The same request left unfinished is resumed with its steps; anything else starts without.
-    const resumed = existing?.status !== 'COMPLETED' && existing?.fingerprint === fingerprint ? existing : undefined;
+    const resumed = same && change === undefined ? existing : undefined;
     const runs = Math.max(1, (resumed?.runs ?? 0) + 1);
     const steps = resumed?.steps && new Map(resumed.steps);
     // Every field at once (V8 keeps one shape for every claim); the partition only in a sort-key layout, as before.
@@ -106,20 +97,31 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     };
     if (partition !== undefined) record.partition = partition;
     if (holder !== undefined) record.holder = holder;
+    const written = version ?? existing?.version; // as DynamoDB's update: a claim without one leaves it
+    if (written !== undefined) record.version = written;
     // The owners since the last clean end: the resumed request's, then this claim's (a restart starts them again).
     record.owners = [...(resumed?.owners ?? []), holder ?? ''];
     this.write(record, existing, now);
-    const claimed = { claimed: true as const, claimToken, run: runs, steps: steps ? readSteps(steps) : [] };
+    const { steps: recorded, startedSteps } = steps ? readSteps(steps) : { steps: [], startedSteps: [] };
+    const claimed = { claimed: true as const, claimToken, run: runs, steps: recorded, startedSteps };
     return resumed?.status === 'PENDING' ? { ...claimed, takenOver: [...(resumed.owners ?? [])] } : claimed;
   }
 
   override async recordStep({ key, claimToken, step }: RecordStepInput): Promise<RecordStepResult> {
+    return this.setStep(key, claimToken, step.name, { ...step, recordedAt: this.clock.nowSeconds() });
+  }
+
+  override async startStep({ key, claimToken, step }: StartStepInput): Promise<RecordStepResult> {
+    return this.setStep(key, claimToken, step.name, { ...step, startedAt: this.clock.nowSeconds() });
+  }
+
+  /** A step's entry (its result, or its start), set while `claimToken` owns the PENDING record. */
+  private setStep(key: string, claimToken: string, name: string, entry: object): RecordStepResult {
     const record = this.records.get(key);
     if (record?.status !== 'PENDING' || record.claimToken !== claimToken) {
       return refusal(claimToken, record && readRecord(record));
     }
-    const recorded = { ...step, recordedAt: this.clock.nowSeconds() };
-    (record.steps ??= new Map()).set(step.name, JSON.stringify(recorded));
+    (record.steps ??= new Map()).set(name, JSON.stringify(entry));
     return { ok: true };
   }
 
@@ -182,6 +184,16 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     return { removed: true };
   }
 
+  override async reviseSteps(input: ReviseStepsInput): Promise<ReviseStepsResult> {
+    const record = this.records.get(input.key);
+    const now = this.clock.nowSeconds();
+    if (!record || !revisable(record, input)) return { revised: false, current: record && readRecord(record) };
+    revise(record, input, now);
+    // Released: a PENDING record is a finished one now (a FAILED one is in the write order already, once).
+    if (input.status === 'PENDING') this.order.written(record, now);
+    return { revised: true };
+  }
+
   async renew({ key, claimToken, leaseSeconds }: RenewInput): Promise<TransitionResult> {
     const now = this.clock.nowSeconds();
     return this.transition(key, claimToken, 'PENDING', now + leaseSeconds, now);
@@ -233,7 +245,7 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
     if (status === 'PENDING') record.renewedAt = now; // a renewal
     if (status === 'COMPLETED') record.completedAt = now;
     if (response !== undefined) record.response = response;
-    this.written(record, now);
+    this.order.written(record, now);
     return { ok: true, expiresAt };
   }
 
@@ -241,55 +253,6 @@ export class InMemoryIdempotencyRepository extends IdempotencyRepository {
   private write(record: StoredRecord, replaced: StoredRecord | undefined, now: number): void {
     if (replaced) replaced.dropped = true;
     this.records.set(record.key, record);
-    this.written(record, now);
-  }
-
-  /**
-   * After a write: a finished record goes last in the write order; then what has expired among the oldest is evicted,
-   * and the oldest finished past the limit. A PENDING record is never evicted: its lease ends by its owner's write or a
-   * takeover.
-   */
-  private written(record: StoredRecord, now: number): void {
-    if (record.status !== 'PENDING') this.finished.push(record);
-    let oldest = this.oldestKept();
-    for (let checked = 0; oldest && oldest.expiresAt < now && checked < EXPIRED_CHECKED_PER_WRITE; checked++) {
-      this.evict(oldest);
-      oldest = this.oldestKept();
-    }
-    if (oldest && this.records.size > this.maxRecords) this.evict(oldest);
-    this.compact();
-  }
-
-  /** Evicts the record `oldestKept()` found, and passes its entry. */
-  private evict(oldest: StoredRecord): void {
-    this.records.delete(oldest.key);
-    this.oldest++;
-  }
-
-  /**
-   * Drops the entries passed at the front once they are many; and when entries written again pile up behind a front
-   * that stays (a long TTL, keys failing and claimed again), keeps only the kept records: memory stays bounded by the
-   * records kept, and each entry is dropped once.
-   */
-  private compact(): void {
-    if (this.finished.length - this.oldest > 2 * this.records.size + COMPACT_AFTER) {
-      this.finished = this.finished.slice(this.oldest).filter((record) => !record.dropped);
-      this.oldest = 0;
-    } else if (this.oldest > COMPACT_AFTER && this.oldest * 2 > this.finished.length) {
-      this.finished.splice(0, this.oldest);
-      this.oldest = 0;
-    }
-  }
-
-  /** The oldest finished record still kept; the entries before it, no longer kept, are dropped from the front. */
-  private oldestKept(): StoredRecord | undefined {
-    for (; this.oldest < this.finished.length; this.oldest++) {
-      const record = this.finished[this.oldest];
-      if (!record.dropped) return record;
-    }
-    return undefined;
+    this.order.written(record, now);
   }
 }
-
-/** Entries no longer kept that the finished list may hold before it is cut down. */
-export const COMPACT_AFTER = 1024;

@@ -1,20 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import { stepEntryBytes } from '../response/step-value';
-import { IdempotencyRecord, IdempotencyStatus, RecordedStep, StoredResponse } from './idempotency.record';
+import type { ReviseStepsInput } from './store-inputs';
+import {
+  IdempotencyRecord,
+  IdempotencyStatus,
+  inRecordedOrder,
+  RecordedStep,
+  StartedStep,
+  StoredResponse,
+} from './idempotency.record';
 
 /**
  * How `InMemoryIdempotencyRepository` keeps a record, and hands out copies of it. A record as kept: its response as
  * JSON text, its steps as JSON text by name. `dropped` once it is no longer its key's record (claimed again over it,
  * or removed): its write-order entry is then skipped without a lookup.
  */
-export type StoredRecord = Omit<IdempotencyRecord, 'response' | 'steps'> & {
+export type StoredRecord = Omit<IdempotencyRecord, 'response' | 'steps' | 'startedSteps'> & {
   response?: string;
   steps?: Map<string, string>;
   dropped?: true;
 };
 
 /** What a kept record and a record handed out have in common. */
-type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes' | 'steps'>;
+type RecordFields = Omit<IdempotencyRecord, 'response' | 'responseBytes' | 'steps' | 'startedSteps'>;
 
 /**
  * A record written out field by field, the optional ones set only when present: in V8, adding fields to an object made
@@ -50,22 +58,34 @@ export function readRecord(stored: StoredRecord, listed = false): IdempotencyRec
   if (stored.holder !== undefined) record.holder = stored.holder;
   if (stored.owners !== undefined) record.owners = [...stored.owners];
   if (stored.renewedAt !== undefined) record.renewedAt = stored.renewedAt;
+  if (stored.version !== undefined) record.version = stored.version;
   if (listed) return record;
   if (response !== undefined) {
     record.response = JSON.parse(response) as StoredResponse;
     record.responseBytes = Buffer.byteLength(response);
   }
   if (stored.runs !== undefined) record.runs = stored.runs;
-  if (stored.steps) record.steps = readSteps(stored.steps);
+  if (stored.steps) {
+    const { steps, startedSteps } = readSteps(stored.steps);
+    record.steps = steps;
+    if (startedSteps.length > 0) record.startedSteps = startedSteps;
+  }
   return record;
 }
 
-/** Kept steps as recorded steps, in the order they were recorded, each measured as every store measures it. */
-export function readSteps(steps: Map<string, string>): RecordedStep[] {
-  return [...steps.values()].map((json) => {
-    const step = JSON.parse(json) as RecordedStep;
-    return { ...step, bytes: stepEntryBytes(step.name, step.result) };
-  });
+/**
+ * Kept steps as recorded steps, in the order they were recorded, each measured as every store measures it; and the
+ * at-most-once steps started without a result (kept under their name until their result replaces them).
+ */
+export function readSteps(steps: Map<string, string>): { steps: RecordedStep[]; startedSteps: StartedStep[] } {
+  const recorded: RecordedStep[] = [];
+  const startedSteps: StartedStep[] = [];
+  for (const json of steps.values()) {
+    const step = JSON.parse(json) as RecordedStep | StartedStep;
+    if ('result' in step) recorded.push({ ...step, bytes: stepEntryBytes(step.name, step.result) });
+    else startedSteps.push(step);
+  }
+  return { steps: recorded.sort(inRecordedOrder), startedSteps };
 }
 
 /**
@@ -82,4 +102,25 @@ export function nextClaimToken(): string {
 /** The segment of a parallel scan a record key falls in (its hash's last hex digits, as DynamoDB spreads keys). */
 export function segmentOf(key: string, total: number): number {
   return parseInt(key.slice(-6), 16) % total || 0;
+}
+
+/** Records past their `expiresAt` looked at per write, oldest written first: eviction keeps pace with writes. */
+export const EXPIRED_CHECKED_PER_WRITE = 2;
+
+/** Entries no longer kept that the finished list may hold before it is cut down. */
+export const COMPACT_AFTER = 1024;
+
+/** Whether an operator's revision applies: the record as it was read, a PENDING one only past its lease. */
+export function revisable(record: StoredRecord, { claimToken, status, leaseEndedBefore }: ReviseStepsInput): boolean {
+  if (record.claimToken !== claimToken || record.status !== status) return false;
+  return status !== 'PENDING' || record.expiresAt < (leaseEndedBefore ?? Number.NEGATIVE_INFINITY);
+}
+
+/** An operator's revision of a kept record (`ReviseStepsInput`): released, its steps revised, a final failure reopened. */
+export function revise(record: StoredRecord, { forget, settle, ttlSeconds }: ReviseStepsInput, now: number): void {
+  record.status = 'FAILED';
+  record.expiresAt = now + ttlSeconds;
+  delete record.response;
+  for (const name of forget) record.steps?.delete(name);
+  if (settle) (record.steps ??= new Map()).set(settle.name, JSON.stringify({ ...settle, recordedAt: now }));
 }

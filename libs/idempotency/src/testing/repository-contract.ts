@@ -7,7 +7,9 @@ import { ContractContext, lostClaim, TestFunctions } from './contract-context';
 import { leaseCases } from './contract-leases';
 import { optimisticCases } from './contract-optimistic';
 import { poisonCases } from './contract-poison';
+import { startedStepCases } from './contract-started-steps';
 import { stepCases } from './contract-steps';
+import { versionCases } from './contract-versions';
 import { ManualClock } from './manual-clock';
 
 export type { TestFunctions } from './contract-context';
@@ -34,20 +36,25 @@ export interface ContractOptions extends Partial<TestFunctions> {
   partitions?: boolean;
   /** The store removes records (`remove`, the admin's release and purge). Default true. */
   removes?: boolean;
-  /** The store records steps (`recordStep`, `IdempotencyContext.step`). Default true. */
+  /** The store records steps (`recordStep`, `startStep`: `IdempotencyContext.step`). Default true. */
   steps?: boolean;
   /**
    * The store keeps the owners since a record's last clean end and hands them to a claim that takes a lease over
    * (`ClaimResult.takenOver`: poison keys). Default true; without it, keys are never poisoned on this store.
    */
   owners?: boolean;
+  /**
+   * The store writes a claim's version and refuses, restarts or resumes a record whose steps another version wrote
+   * (`ClaimInput.version`, `onVersionChange`). Default true (with `steps`).
+   */
+  versions?: boolean;
 }
 
 /**
  * The behaviour every `IdempotencyRepository` must have, as tests in your runner: first writer wins among concurrent
  * claims, complete, fail and renew fenced by the claim token, optimistic mode's one-write put, expired leases taken over, retention, round-tripped
  * responses, the scan in pages, the retried claim whose first attempt landed, an operator's removal of one record, the
- * steps (recovery points) a resumed claim hands back, and poison keys (final failures, the owners a takeover learns). The module's own DynamoDB and in-memory repositories
+ * steps (recovery points) a resumed claim hands back, the starts of at-most-once steps, versions, and poison keys (final failures, the owners a takeover learns). The module's own DynamoDB and in-memory repositories
  * pass it.
  *
  * @example
@@ -63,7 +70,14 @@ export function describeRepositoryContract(
 ): void {
   const globals = globalThis as unknown as TestFunctions;
   const { describe = globals.describe, it = globals.it, beforeEach = globals.beforeEach } = options;
-  const { networked = false, partitions = true, removes = true, steps = true, owners = true } = options;
+  const {
+    networked = false,
+    partitions = true,
+    removes = true,
+    steps = true,
+    owners = true,
+    versions = true,
+  } = options;
   describe(`${name} repository contract`, () => {
     let subject: { repository: IdempotencyRepository; clock: ManualClock; loseNextClaimAnswer?: () => void };
     let keys = 0;
@@ -112,6 +126,8 @@ export function describeRepositoryContract(
     optimisticCases(context);
     if (removes) adminCases(context, { partitions });
     if (steps) stepCases(context);
+    if (steps) startedStepCases(context);
+    if (steps && versions) versionCases(context);
     poisonCases(context, { owners, removes });
   });
 }

@@ -1,7 +1,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { IdempotencyTelemetry } from '../observability/idempotency.telemetry';
 import { runInClaim, RunningClaim } from '../protocol/idempotency-context';
-import { UnrecordedSteps } from '../protocol/step-runner';
+import { UnrecordedSteps } from '../protocol/unrecorded-steps';
 import { observeOutgoingRequests, observingOutgoingRequests } from './outgoing-requests';
 import { UnkeyedCall, UnkeyedCallError, UnkeyedCallWatch } from './unkeyed-call-watch';
 

@@ -1,0 +1,126 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ProblemType } from 'nestjs-dynamodb-idempotency';
+import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
+import { ScriptProcess, startScript } from '../support/script-process';
+import { createTableWithKey } from '../support/table';
+
+const ROOT = join(__dirname, '..', '..');
+const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
+
+type Answer = { status: number; body: Record<string, unknown> } | 'connection lost';
+
+/**
+ * Step surgery with the built CLI on records a crashed process left (at-most-once-app.script.ts on dynalite: a handler
+ * that sends a mail through a relay without keys, its process SIGKILLed inside the at-most-once step). `keys:steps`
+ * lists the started step; `keys:resolve-step --done` settles it (the retry answers with the result given, sending
+ * nothing); `--not-done` lets the retry send; `keys:restart --from-step` forgets the step. The relay's file of mails
+ * says what was sent.
+ */
+describe('step surgery in the CLI, on records a crashed process left (dynalite)', () => {
+  let dynamo: Dynalite;
+  let folder: string;
+  let env: Record<string, string>;
+  let flags: string[];
+  const started: ScriptProcess[] = [];
+
+  beforeAll(async () => {
+    execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT, stdio: 'pipe' });
+    dynamo = await startDynalite();
+    folder = mkdtempSync(join(tmpdir(), 'surgery-'));
+    const tableName = uniqueTableName('surgery');
+    await createTableWithKey(localClient(dynamo.endpoint), tableName, 'pk');
+    env = { DYNAMODB_ENDPOINT: dynamo.endpoint, IDEMPOTENCY_TABLE: tableName, EFFECTS_FILE: join(folder, 'mails') };
+    writeFileSync(join(folder, 'config.json'), JSON.stringify({ tableName }));
+    flags = ['--config', join(folder, 'config.json'), '--endpoint', dynamo.endpoint, '--region', 'us-east-1'];
+  }, 180_000);
+  afterAll(async () => {
+    await Promise.all(started.map((each) => each.kill()));
+    await dynamo.stop();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  const instance = async (extra: Record<string, string> = {}) => {
+    const script = await startScript(join(__dirname, 'at-most-once-app.script.ts'), { ...env, ...extra });
+    started.push(script);
+    return { url: (script.ready as { url: string }).url, pid: script.child.pid!, exited: script.exited };
+  };
+  const mails = (to: string) =>
+    readFileSync(env.EFFECTS_FILE, { encoding: 'utf8', flag: 'a+' })
+      .split('\n')
+      .filter((line) => line.startsWith(`${to} `));
+  const send = (url: string, key: string, to: string): Promise<Answer> =>
+    fetch(`${url}/mail`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key },
+      body: JSON.stringify({ to }),
+    }).then(
+      async (response) => ({ status: response.status, body: (await response.json()) as Record<string, unknown> }),
+      () => 'connection lost' as const,
+    );
+  const cli = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        [CLI, ...args, ...flags],
+        { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      ),
+    );
+  /** A mail whose process died inside the at-most-once step (CRASH), its lease passed: the record it left. */
+  async function crashed(crash: 'after-send' | 'before-send') {
+    const [key, to] = [`k-${crash}-${Date.now()}`, `${crash}-${Date.now()}@example.com`];
+    const dying = await instance({ CRASH: crash });
+    expect(await send(dying.url, key, to)).toBe('connection lost');
+    await dying.exited;
+    await sleep(2500); // the dead owner's lease (2 s) ends
+    return { key, to, select: ['--route', 'POST /mail', '--key', key] };
+  }
+
+  it('keys:steps lists the started step; --done settles it: the retry answers with the result given and sends nothing', async () => {
+    const { key, to, select } = await crashed('after-send');
+    const listed = await cli(['keys:steps', ...select]);
+    expect(listed).toMatchObject({ code: 0 });
+    expect(listed.stdout).toMatch(/started +"send" +attempt 1, .*not recorded, its outcome unknown/);
+    expect(JSON.parse((await cli(['keys:steps', ...select, '--json'])).stdout)).toMatchObject({
+      status: 'PENDING',
+      steps: [{ name: 'send', state: 'started', attempt: 1 }],
+    });
+    const settled = await cli(['keys:resolve-step', 'send', ...select, '--done', '{"sentBy":"the relay’s log"}']);
+    expect(settled).toMatchObject({ code: 0, stdout: expect.stringContaining('settled as done') });
+    expect(settled.stderr).toMatch(/step surgery.*access key local/);
+    const rescuer = await instance();
+    expect(await send(rescuer.url, key, to)).toEqual({
+      status: 201,
+      body: { to, sentBy: 'the relay’s log', answeredBy: rescuer.pid },
+    });
+    expect(mails(to)).toHaveLength(1); // the dead process's only
+  }, 60_000);
+
+  it('an outcome-unknown key answers 500 until --not-done; then the retry sends, once', async () => {
+    const { key, to, select } = await crashed('before-send');
+    const rescuer = await instance();
+    expect(await send(rescuer.url, key, to)).toMatchObject({
+      status: 500,
+      body: { type: ProblemType.stepOutcomeUnknown, step: 'send' },
+    });
+    const inspected = await cli(['keys:inspect', ...select]);
+    expect(inspected.stdout).toContain('step outcome unknown: every request with this key is answered 500');
+    expect(await cli(['keys:resolve-step', 'send', ...select, '--not-done'])).toMatchObject({ code: 0 });
+    expect(await send(rescuer.url, key, to)).toMatchObject({ status: 201, body: { sentBy: rescuer.pid } });
+    expect(mails(to)).toHaveLength(1);
+  }, 60_000);
+
+  it('keys:restart --from-step forgets the step and releases the key; a step that is not there is refused, exit 1', async () => {
+    const { key, to, select } = await crashed('after-send');
+    const unknown = await cli(['keys:restart', ...select, '--from-step', 'charge']);
+    expect(unknown).toMatchObject({ code: 1, stdout: expect.stringContaining('the request has no step "charge"') });
+    expect(await cli(['keys:restart', ...select, '--from-step', 'send'])).toMatchObject({ code: 0 });
+    const rescuer = await instance();
+    expect(await send(rescuer.url, key, to)).toMatchObject({ status: 201, body: { sentBy: rescuer.pid } });
+    expect(mails(to)).toHaveLength(2); // as the operator asked: the step ran again
+  }, 60_000);
+});
