@@ -1,12 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
 import { createIdempotentClient, IdempotentNotProcessedError } from 'nestjs-dynamodb-idempotency/client';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { ScriptProcess, startScript } from '../support/script-process';
-import { createIdempotencyTable } from '../support/table';
+import { pastLease, scriptFleet } from '../support/script-fleet';
+import { ScriptProcess } from '../support/script-process';
 
 type Answer = { status: number; body: Record<string, unknown>; headers: Headers } | 'connection lost';
 
@@ -15,30 +12,10 @@ type Answer = { status: number; body: Record<string, unknown>; headers: Headers 
  * `GET /jobs/outcome` is its `@IdempotentOutcome('POST /jobs')` door. A client that kept only the key asks the door.
  */
 describe('outcomes by key across processes (dynalite)', () => {
-  let dynamo: Dynalite;
-  let folder: string;
-  let env: Record<string, string>;
-  const started: ScriptProcess[] = [];
-
-  beforeAll(async () => {
-    dynamo = await startDynalite();
-    folder = mkdtempSync(join(tmpdir(), 'outcomes-'));
-    const tableName = uniqueTableName('outcomes');
-    env = { DYNAMODB_ENDPOINT: dynamo.endpoint, IDEMPOTENCY_TABLE: tableName, RUNS_FILE: join(folder, 'runs') };
-    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(started.map((each) => each.kill()));
-    await dynamo.stop();
-    rmSync(folder, { recursive: true, force: true });
-  });
-
-  const instance = async (extra: Record<string, string> = {}) => {
-    const process = await startScript(join(__dirname, 'outcome-app.script.ts'), { ...env, ...extra });
-    started.push(process);
-    return { url: (process.ready as { url: string }).url, pid: process.child.pid!, process };
-  };
-  const runs = () => readFileSync(env.RUNS_FILE, { encoding: 'utf8', flag: 'a+' }).split('\n').filter(Boolean);
+  const fleet = scriptFleet({ script: join(__dirname, 'outcome-app.script.ts'), name: 'outcomes', file: 'RUNS_FILE' });
+  const instance = fleet.start;
+  /** The runs of one payload. */
+  const runs = (payload: string) => fleet.lines((line) => line.startsWith(`${payload} `));
   const answer = (response: Promise<Response>): Promise<Answer> =>
     response.then(
       async (got) => ({
@@ -85,18 +62,13 @@ describe('outcomes by key across processes (dynalite)', () => {
     await dying.process.kill();
     expect(await lost).toBe('connection lost');
     // Another delivery of the same request (a queue's, a colleague's), once the dead owner's lease has ended.
-    let finished: Answer = 'connection lost';
-    for (let tries = 0; tries < 40; tries++) {
-      finished = await job(finishing.url, key, 'died');
-      if (finished !== 'connection lost' && finished.status !== 409) break;
-      await sleep(250);
-    }
+    const finished = await pastLease(() => job(finishing.url, key, 'died'));
     expect(finished).toMatchObject({ status: 201, body: { payload: 'died', ranBy: finishing.pid } });
 
     const byKey = await outcome(asked.url, key);
     expect(byKey).toMatchObject({ status: 201, body: (finished as { body: unknown }).body });
     expect((byKey as { headers: Headers }).headers.get('idempotent-replayed')).toBe('true');
-    expect(runs().filter((line) => line.startsWith('died'))).toEqual([`died ${finishing.pid}`]);
+    expect(runs('died')).toEqual([`died ${finishing.pid}`]);
 
     // Another caller's key is never seen; a request without a key is refused.
     expect(await outcome(asked.url, key, { tenant: 'someone-else' })).toMatchObject({
@@ -148,7 +120,7 @@ describe('outcomes by key across processes (dynalite)', () => {
       headers,
     });
     expect(answered).toMatchObject({ status: 201, replayed: true, body: { payload: 'streamed', ranBy: server.pid } });
-    expect(runs().filter((line) => line.startsWith('streamed'))).toHaveLength(1);
+    expect(runs('streamed')).toHaveLength(1);
 
     // The request never reaches the server: the door knows nothing of its key, and the stream cannot go again.
     const losingRequests: typeof fetch = async (url, init) => {
@@ -159,6 +131,6 @@ describe('outcomes by key across processes (dynalite)', () => {
     await expect(unlucky.request('POST', '/jobs', { body: stream('lost'), headers })).rejects.toThrow(
       IdempotentNotProcessedError,
     );
-    expect(runs().filter((line) => line.startsWith('lost'))).toHaveLength(0);
+    expect(runs('lost')).toHaveLength(0);
   }, 60_000);
 });

@@ -1,15 +1,7 @@
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { ScriptProcess, startScript } from '../support/script-process';
-import { createIdempotencyTable } from '../support/table';
-
-const ROOT = join(__dirname, '..', '..');
-const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
+import { pastLease, scriptFleet } from '../support/script-fleet';
 
 type Answer = { status: number; body: Record<string, unknown>; replayed: string | null } | 'connection lost';
 
@@ -21,41 +13,16 @@ type Answer = { status: number; body: Record<string, unknown>; replayed: string 
  * lets it run again once the fix is deployed. The handler's own file of runs says what ran where.
  */
 describe('poison keys across processes (dynalite)', () => {
-  let dynamo: Dynalite;
-  let folder: string;
-  let env: Record<string, string>;
-  let flags: string[];
-  const started: ScriptProcess[] = [];
-
-  beforeAll(async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT, stdio: 'pipe' });
-    dynamo = await startDynalite();
-    folder = mkdtempSync(join(tmpdir(), 'poison-'));
-    const tableName = uniqueTableName('poison');
-    env = { DYNAMODB_ENDPOINT: dynamo.endpoint, IDEMPOTENCY_TABLE: tableName, RUNS_FILE: join(folder, 'runs') };
-    await createIdempotencyTable(localClient(dynamo.endpoint), tableName);
-    writeFileSync(join(folder, 'config.json'), JSON.stringify({ tableName }));
-    flags = ['--config', join(folder, 'config.json'), '--endpoint', dynamo.endpoint, '--region', 'us-east-1'];
-  }, 180_000);
-  afterAll(async () => {
-    await Promise.all(started.map((each) => each.kill()));
-    await dynamo.stop();
-    rmSync(folder, { recursive: true, force: true });
+  const fleet = scriptFleet({
+    script: join(__dirname, 'poison-app.script.ts'),
+    name: 'poison',
+    file: 'RUNS_FILE',
+    cli: true,
   });
-
   const instances = (count: number, extra: Record<string, string> = {}) =>
-    Promise.all(
-      Array.from({ length: count }, async () => {
-        const instance = await startScript(join(__dirname, 'poison-app.script.ts'), { ...env, ...extra });
-        started.push(instance);
-        return { url: (instance.ready as { url: string }).url, pid: instance.child.pid! };
-      }),
-    );
-  /** The runs of one payload: the suite's tests share the file, and run in any order. */
-  const runs = (payload: string) =>
-    readFileSync(env.RUNS_FILE, { encoding: 'utf8', flag: 'a+' })
-      .split('\n')
-      .filter((line) => line.startsWith(`${payload} `));
+    Promise.all(Array.from({ length: count }, () => fleet.start(extra)));
+  /** The runs of one payload. */
+  const runs = (payload: string) => fleet.lines((line) => line.startsWith(`${payload} `));
   const job = (url: string, key: string, payload: string): Promise<Answer> =>
     fetch(`${url}/jobs`, {
       method: 'POST',
@@ -70,22 +37,8 @@ describe('poison keys across processes (dynalite)', () => {
       () => 'connection lost' as const, // with the process
     );
   /** The client's retry: 409 while the dead owner's lease runs (its `Retry-After`), until another answer. */
-  const retried = async (url: string, key: string, payload: string): Promise<Answer> => {
-    for (let tries = 0; ; tries++) {
-      const answer = await job(url, key, payload);
-      if (answer === 'connection lost' || answer.status !== 409 || tries > 40) return answer;
-      await sleep(250);
-    }
-  };
-  const cli = (args: string[]) =>
-    new Promise<{ code: number; stdout: string }>((resolve) =>
-      execFile(
-        process.execPath,
-        [CLI, ...args, ...flags],
-        { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } },
-        (error, stdout) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout }),
-      ),
-    );
+  const retried = (url: string, key: string, payload: string) => pastLease(() => job(url, key, payload));
+  const cli = fleet.cli;
 
   it('three owners killed by one payload: the fourth does not run it, and it and every duplicate answer 500 key-poisoned naming the dead processes; keys:release after the fix lets it run', async () => {
     const key = `poison-${Date.now()}`;

@@ -1,12 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { localClient, uniqueTableName } from '../support/dynalite';
-import { ENGINES, startStore } from '../support/engines';
-import { ScriptProcess, startScript } from '../support/script-process';
-import { createTableWithKey } from '../support/table';
+import { ENGINES } from '../support/engines';
+import { pastLease, scriptFleet } from '../support/script-fleet';
 
 type Answer = { status: number; body: Record<string, unknown> } | 'connection lost';
 
@@ -18,34 +13,15 @@ type Answer = { status: number; body: Record<string, unknown> } | 'connection lo
  * what was sent: never twice. The tables have no TTL (DynamoDB Local's sweeper deletes a dead owner's record).
  */
 describe.each(ENGINES)('at-most-once steps across processes (%s)', (engine) => {
-  let endpoint = '';
-  let stop: () => Promise<void>;
-  let folder: string;
-  let env: Record<string, string>;
-  const started: ScriptProcess[] = [];
-
-  beforeAll(async () => {
-    ({ endpoint, stop } = await startStore(engine));
-    folder = mkdtempSync(join(tmpdir(), 'at-most-once-'));
-    const tableName = uniqueTableName('at-most-once');
-    await createTableWithKey(localClient(endpoint), tableName, 'pk');
-    env = { DYNAMODB_ENDPOINT: endpoint, IDEMPOTENCY_TABLE: tableName, EFFECTS_FILE: join(folder, 'mails') };
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(started.map((each) => each.kill()));
-    await stop();
-    rmSync(folder, { recursive: true, force: true });
+  const fleet = scriptFleet({
+    script: join(__dirname, 'at-most-once-app.script.ts'),
+    name: 'at-most-once',
+    file: 'EFFECTS_FILE',
+    engine,
+    ttl: false,
   });
-
-  const instance = async (extra: Record<string, string> = {}) => {
-    const started_ = await startScript(join(__dirname, 'at-most-once-app.script.ts'), { ...env, ...extra });
-    started.push(started_);
-    return { url: (started_.ready as { url: string }).url, pid: started_.child.pid!, exited: started_.exited };
-  };
-  const mails = (to: string) =>
-    readFileSync(env.EFFECTS_FILE, { encoding: 'utf8', flag: 'a+' })
-      .split('\n')
-      .filter((line) => line.startsWith(`${to} `));
+  const instance = fleet.start;
+  const mails = (to: string) => fleet.lines((line) => line.startsWith(`${to} `));
   const send = (url: string, path: string, key: string, to: string): Promise<Answer> =>
     fetch(`${url}${path}`, {
       method: 'POST',
@@ -56,13 +32,7 @@ describe.each(ENGINES)('at-most-once steps across processes (%s)', (engine) => {
       () => 'connection lost' as const, // with the process
     );
   /** The client's retry: 409 while the dead owner's lease runs, until another answer. */
-  const retried = async (url: string, path: string, key: string, to: string): Promise<Answer> => {
-    for (let tries = 0; ; tries++) {
-      const answer = await send(url, path, key, to);
-      if (answer === 'connection lost' || answer.status !== 409 || tries > 60) return answer;
-      await sleep(200);
-    }
-  };
+  const retried = (url: string, path: string, key: string, to: string) => pastLease(() => send(url, path, key, to));
   const unique = (name: string) => `${name}-${engine}-${Date.now()}`;
 
   it('killed after the relay sent: the next run asks the probe, records what was sent, and sends nothing again', async () => {

@@ -1,15 +1,7 @@
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { ScriptProcess, startScript } from '../support/script-process';
-import { createTableWithKey } from '../support/table';
-
-const ROOT = join(__dirname, '..', '..');
-const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
+import { scriptFleet } from '../support/script-fleet';
 
 type Answer = { status: number; body: Record<string, unknown> } | 'connection lost';
 
@@ -21,37 +13,16 @@ type Answer = { status: number; body: Record<string, unknown> } | 'connection lo
  * says what was sent.
  */
 describe('step surgery in the CLI, on records a crashed process left (dynalite)', () => {
-  let dynamo: Dynalite;
-  let folder: string;
-  let env: Record<string, string>;
-  let flags: string[];
-  const started: ScriptProcess[] = [];
-
-  beforeAll(async () => {
-    execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT, stdio: 'pipe' });
-    dynamo = await startDynalite();
-    folder = mkdtempSync(join(tmpdir(), 'surgery-'));
-    const tableName = uniqueTableName('surgery');
-    await createTableWithKey(localClient(dynamo.endpoint), tableName, 'pk');
-    env = { DYNAMODB_ENDPOINT: dynamo.endpoint, IDEMPOTENCY_TABLE: tableName, EFFECTS_FILE: join(folder, 'mails') };
-    writeFileSync(join(folder, 'config.json'), JSON.stringify({ tableName }));
-    flags = ['--config', join(folder, 'config.json'), '--endpoint', dynamo.endpoint, '--region', 'us-east-1'];
-  }, 180_000);
-  afterAll(async () => {
-    await Promise.all(started.map((each) => each.kill()));
-    await dynamo.stop();
-    rmSync(folder, { recursive: true, force: true });
+  const fleet = scriptFleet({
+    script: join(__dirname, 'at-most-once-app.script.ts'),
+    name: 'surgery',
+    file: 'EFFECTS_FILE',
+    ttl: false,
+    cli: true,
   });
-
-  const instance = async (extra: Record<string, string> = {}) => {
-    const script = await startScript(join(__dirname, 'at-most-once-app.script.ts'), { ...env, ...extra });
-    started.push(script);
-    return { url: (script.ready as { url: string }).url, pid: script.child.pid!, exited: script.exited };
-  };
-  const mails = (to: string) =>
-    readFileSync(env.EFFECTS_FILE, { encoding: 'utf8', flag: 'a+' })
-      .split('\n')
-      .filter((line) => line.startsWith(`${to} `));
+  const instance = fleet.start;
+  const mails = (to: string) => fleet.lines((line) => line.startsWith(`${to} `));
+  const cli = fleet.cli;
   const send = (url: string, key: string, to: string): Promise<Answer> =>
     fetch(`${url}/mail`, {
       method: 'POST',
@@ -60,15 +31,6 @@ describe('step surgery in the CLI, on records a crashed process left (dynalite)'
     }).then(
       async (response) => ({ status: response.status, body: (await response.json()) as Record<string, unknown> }),
       () => 'connection lost' as const,
-    );
-  const cli = (args: string[]) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(
-        process.execPath,
-        [CLI, ...args, ...flags],
-        { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } },
-        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-      ),
     );
   /** A mail whose process died inside the at-most-once step (CRASH), its lease passed: the record it left. */
   async function crashed(crash: 'after-send' | 'before-send') {

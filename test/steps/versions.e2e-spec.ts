@@ -1,11 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ProblemType } from 'nestjs-dynamodb-idempotency';
-import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
-import { ScriptProcess, startScript } from '../support/script-process';
-import { createTableWithKey } from '../support/table';
+import { pastLease, scriptFleet } from '../support/script-fleet';
 
 type Answer = { status: number; body: Record<string, unknown>; retryAfter: string | null } | 'connection lost';
 
@@ -17,38 +12,15 @@ type Answer = { status: number; body: Record<string, unknown>; retryAfter: strin
  * version 2 runs every step again (documented: their effects too).
  */
 describe('versions of a handler during a rolling deploy (dynalite)', () => {
-  let dynamo: Dynalite;
-  let folder: string;
-  let env: Record<string, string>;
-  const started: ScriptProcess[] = [];
-
-  beforeAll(async () => {
-    dynamo = await startDynalite();
-    folder = mkdtempSync(join(tmpdir(), 'versions-'));
-    const tableName = uniqueTableName('versions');
-    await createTableWithKey(localClient(dynamo.endpoint), tableName, 'pk');
-    env = { DYNAMODB_ENDPOINT: dynamo.endpoint, IDEMPOTENCY_TABLE: tableName, EFFECTS_FILE: join(folder, 'effects') };
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(started.map((each) => each.kill()));
-    await dynamo.stop();
-    rmSync(folder, { recursive: true, force: true });
+  const fleet = scriptFleet({
+    script: join(__dirname, 'versions-app.script.ts'),
+    name: 'versions',
+    file: 'EFFECTS_FILE',
+    ttl: false,
   });
-
-  const instance = async (version: string, extra: Record<string, string> = {}) => {
-    const process_ = await startScript(join(__dirname, 'versions-app.script.ts'), {
-      ...env,
-      VERSION: version,
-      ...extra,
-    });
-    started.push(process_);
-    return { url: (process_.ready as { url: string }).url, pid: process_.child.pid!, exited: process_.exited };
-  };
+  const instance = (version: string, extra: Record<string, string> = {}) => fleet.start({ VERSION: version, ...extra });
   const effects = (order: string) =>
-    readFileSync(env.EFFECTS_FILE, { encoding: 'utf8', flag: 'a+' })
-      .split('\n')
-      .filter((line) => line.split(' ')[1] === order)
-      .map((line) => line.split(' ').slice(0, 3).join(' '));
+    fleet.lines((line) => line.split(' ')[1] === order).map((line) => line.split(' ').slice(0, 3).join(' '));
   const send = (url: string, path: string, key: string, order: string): Promise<Answer> =>
     fetch(`${url}${path}`, {
       method: 'POST',
@@ -63,13 +35,8 @@ describe('versions of a handler during a rolling deploy (dynalite)', () => {
       () => 'connection lost' as const,
     );
   /** Sent again while the dead owner's lease runs (409), until another answer. */
-  const afterLease = async (url: string, path: string, key: string, order: string): Promise<Answer> => {
-    for (let tries = 0; ; tries++) {
-      const answer = await send(url, path, key, order);
-      if (answer === 'connection lost' || answer.status !== 409 || tries > 60) return answer;
-      await sleep(200);
-    }
-  };
+  const afterLease = (url: string, path: string, key: string, order: string) =>
+    pastLease(() => send(url, path, key, order));
   const unique = (name: string) => `${name}-${Date.now()}`;
 
   it('version 2 refuses version 1’s steps with 503 version-mismatch; a version 1 process resumes them: one charge, one shipment', async () => {
