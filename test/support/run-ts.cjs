@@ -2,19 +2,41 @@
 // their metadata), for tests that need a process of their own (node flags such as --expose-gc, a Lambda container to
 // freeze with SIGSTOP). Usage:
 //   node --expose-gc test/support/run-ts.cjs path/to/script.ts [its arguments]
-const { readFileSync } = require('node:fs');
+const { createHash } = require('node:crypto');
+const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
 const Module = require('node:module');
 const path = require('node:path');
-const { transformSync } = require('@swc/core');
+const { transformSync, version: swcVersion } = require('@swc/core');
 
 const root = path.resolve(__dirname, '../..');
-const swcrc = JSON.parse(readFileSync(path.join(root, '.swcrc'), 'utf8'));
+const swcrcText = readFileSync(path.join(root, '.swcrc'), 'utf8');
+const swcrc = JSON.parse(swcrcText);
+// The suites start a few hundred of these processes, each compiling the same sources: what swc made is kept in
+// node_modules/.cache/run-ts by the hash of everything it depends on, and V8's own compile cache (Node.js 22.1+) keeps
+// the bytecode of what they load.
+const cache = path.join(root, 'node_modules/.cache/run-ts');
+mkdirSync(cache, { recursive: true });
+Module.enableCompileCache?.(path.join(cache, 'v8'));
 const compile = Module._extensions['.js'];
 Module._extensions['.ts'] = (module, filename) => {
   if (filename.includes(`${path.sep}node_modules${path.sep}`)) return compile(module, filename);
-  const { code } = transformSync(readFileSync(filename, 'utf8'), { ...swcrc, filename });
-  module._compile(code, filename);
+  module._compile(compiled(readFileSync(filename, 'utf8'), filename), filename);
 };
+
+/** swc's CommonJS for one source, from the cache when the same swc compiled the same text with the same settings. */
+function compiled(source, filename) {
+  const hash = createHash('sha256').update(`${swcVersion}\0${swcrcText}\0${filename}\0${source}`).digest('hex');
+  const file = path.join(cache, `${hash}.js`);
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    const { code } = transformSync(source, { ...swcrc, filename });
+    const partial = `${file}.${process.pid}`; // processes start together: each writes its own, then renames
+    writeFileSync(partial, code);
+    renameSync(partial, file);
+    return code;
+  }
+}
 // The library by its package name, from its sources, as Jest's moduleNameMapper gives it to the suites.
 const packages = {
   'nestjs-dynamodb-idempotency': path.join(root, 'libs/idempotency/src/index.ts'),
