@@ -4,7 +4,12 @@
 // A process may be loading the output while another builds it (two `npm start` at the same moment), so the output is
 // never deleted and never half-written: tsc compiles into a fresh directory beside it, then each file that changed is
 // moved into place with one rename (atomic on one filesystem), and files tsc no longer emits are removed last.
+//
+// A target whose inputs (the sources, the tsconfig files, the lockfile, the copied documents, this script) hash as they
+// did at its last build, and whose output is there, is not built again: the suites that run the built CLI each ask for
+// a build.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   copyFileSync,
   existsSync,
@@ -14,6 +19,8 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
+  writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -61,8 +68,45 @@ function files(dir) {
     .map((entry) => relative(dir, join(entry.parentPath, entry.name)));
 }
 
+const OUTPUTS = { lib: 'libs/idempotency/dist', app: 'dist/apps/orders-api' };
+const INPUTS = [
+  'libs/idempotency/src',
+  'apps',
+  'README.md',
+  'LICENSE',
+  'CHANGELOG.md',
+  'package-lock.json',
+  'scripts/build.mjs',
+];
+
+/** A hash of every input of a build: the files of INPUTS (folders whole) and every tsconfig*.json beside them. */
+function inputsHash() {
+  const hash = createHash('sha256');
+  const tsconfigs = ['.', 'libs/idempotency', 'apps/orders-api'].flatMap((dir) =>
+    readdirSync(join(root, dir))
+      .filter((name) => /^tsconfig.*\.json$/.test(name))
+      .map((name) => join(dir, name)),
+  );
+  for (const input of [...INPUTS, ...tsconfigs]) {
+    const path = join(root, input);
+    const each = statSync(path).isDirectory()
+      ? files(path)
+          .sort()
+          .map((file) => join(input, file))
+      : [input];
+    for (const file of each) hash.update(`${file}\0${readFileSync(join(root, file), 'latin1')}\0`);
+  }
+  return hash.digest('hex');
+}
+
 const names = process.argv.slice(2);
+const stamps = join(root, 'node_modules/.cache/build');
+const hash = inputsHash();
 for (const name of names.length > 0 ? names : Object.keys(TARGETS)) {
   if (!TARGETS[name]) throw new Error(`unknown build target ${name}; one of ${Object.keys(TARGETS).join(', ')}`);
+  const stamp = join(stamps, name);
+  if (existsSync(join(root, OUTPUTS[name])) && existsSync(stamp) && readFileSync(stamp, 'utf8') === hash) continue;
   TARGETS[name]();
+  mkdirSync(stamps, { recursive: true });
+  writeFileSync(stamp, hash);
 }

@@ -11,7 +11,7 @@ const { transformSync, version: swcVersion } = require('@swc/core');
 const root = path.resolve(__dirname, '../..');
 const swcrcText = readFileSync(path.join(root, '.swcrc'), 'utf8');
 const swcrc = JSON.parse(swcrcText);
-// The suites start a few hundred of these processes, each compiling the same sources: what swc made is kept in
+// The suites start well over a hundred of these processes, each compiling the same sources: what swc made is kept in
 // node_modules/.cache/run-ts by the hash of everything it depends on, and V8's own compile cache (Node.js 22.1+) keeps
 // the bytecode of what they load.
 const cache = path.join(root, 'node_modules/.cache/run-ts');
