@@ -76,6 +76,26 @@ describe('step surgery in the CLI, on records a crashed process left (dynalite)'
     expect(mails(to)).toHaveLength(1);
   }, 60_000);
 
+  it('keys:release keeps the start of a step a crashed process left: the retry answers outcome unknown, sending nothing; --force forgets it', async () => {
+    const { key, to, select } = await crashed('after-send');
+    const released = await cli(['keys:release', ...select]);
+    expect(released).toMatchObject({ code: 0, stdout: expect.stringContaining('1 step(s) recorded or started') });
+    const rescuer = await instance();
+    const unknown = { status: 500, body: { type: ProblemType.stepOutcomeUnknown, step: 'send' } };
+    expect(await send(rescuer.url, key, to)).toMatchObject(unknown);
+    // Released again, now an unknown outcome: the next run meets the start once more (no probe: unknown again).
+    const again = await cli(['keys:release', ...select]);
+    expect(again).toMatchObject({ code: 0, stdout: expect.stringContaining('keys:resolve-step settles it') });
+    expect(await send(rescuer.url, key, to)).toMatchObject(unknown);
+    expect(mails(to)).toHaveLength(1);
+    expect(await cli(['keys:release', ...select, '--force'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('forgotten and run again'),
+    });
+    expect(await send(rescuer.url, key, to)).toMatchObject({ status: 201, body: { sentBy: rescuer.pid } });
+    expect(mails(to)).toHaveLength(2); // as the operator forced
+  }, 60_000);
+
   it('keys:restart --from-step forgets the step and releases the key; a step that is not there is refused, exit 1', async () => {
     const { key, to, select } = await crashed('after-send');
     const unknown = await cli(['keys:restart', ...select, '--from-step', 'charge']);

@@ -7,7 +7,8 @@ import { IdempotencyRecord, IdempotencyStatus, isFinalFailure } from '../reposit
 import { IdempotencyRepository, RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer } from '../response/response-sealing';
 import { publishOperatorEvent } from '../observability/outcome-events';
-import { RecordReport, reportRecord } from './record-report';
+import { finalFailureKind, RecordReport, reportRecord } from './record-report';
+import { releaseNote, TAKES_EFFECT } from './release-notes';
 import { resolveStep, restartFromStep, StepResolution } from './step-surgery';
 
 const logger = new Logger('Idempotency');
@@ -53,13 +54,6 @@ export interface IdempotencyAdminOptions {
    */
   onRemoved?: (location: RecordLocation) => void;
 }
-
-/**
- * When a removal takes effect: at once in the store and in the process whose `IdempotencyAdmin` made it; a process
- * that cached the answer replays it until its entry's `replayCache.maxAgeSeconds` (default 10 s) has passed.
- */
-const TAKES_EFFECT =
-  'processes that cached the answer replay it for at most replayCache.maxAgeSeconds more (default 10 s)';
 
 /**
  * An operator's commands for one key, behind the CLI's `keys:*` and available to inject for an app's own ops
@@ -143,26 +137,19 @@ export class IdempotencyAdmin {
       const note = 'the key is COMPLETED: its answer is replayed. Use keys:purge to forget it, or --force';
       return { done: false, reason: 'completed', record: this.report(record), note };
     }
-    const note =
-      record.status === 'PENDING'
-        ? "released: the next request runs the handler, in any process (the owner's own included). If its owner is still running, its completion will be refused (lease lost) and its caller still gets its own answer"
-        : record.status === 'COMPLETED'
-          ? `released: the next request runs the handler again; ${TAKES_EFFECT}`
-          : isFinalFailure(record)
-            ? 'released a poisoned key: the next request runs the handler'
-            : 'released: the next request runs the handler';
-    const steps = record.steps?.length ?? 0;
-    if (record.status !== 'COMPLETED' && steps > 0 && !force) return this.failKeepingSteps(record, note);
-    const forgotten = steps > 0 ? `; its ${steps} recorded step(s) are forgotten and run again` : '';
+    const note = releaseNote(record);
+    const steps = (record.steps?.length ?? 0) + (record.startedSteps?.length ?? 0);
+    if (record.status !== 'COMPLETED' && steps > 0 && !force) return this.failKeepingSteps(record, steps, note);
+    const forgotten = steps > 0 ? `; its ${steps} step(s) recorded or started are forgotten and run again` : '';
     return this.remove(record, note + forgotten);
   }
 
   /**
-   * A record with recorded steps is released as FAILED, not removed: the next request resumes from its steps instead
-   * of running them again (their effects happened). Guarded by the claim token read, like a removal.
+   * A record with recorded or started steps is released as FAILED, not removed: the next request resumes from them
+   * instead of running them again (their effects happened, or may have). Guarded by the claim token read.
    */
-  private async failKeepingSteps(record: IdempotencyRecord, note: string): Promise<AdminResult> {
-    const kept = `${note}, resuming from the ${record.steps!.length} step(s) recorded (they are kept)`;
+  private async failKeepingSteps(record: IdempotencyRecord, steps: number, note: string): Promise<AdminResult> {
+    const kept = `${note}, resuming from the ${steps} step(s) recorded or started (they are kept)`;
     if (isFinalFailure(record)) return this.reopen(record, kept);
     if (record.status === 'FAILED') return { done: true, record: this.report(record), note: kept };
     const { key, partition, claimToken } = record;
@@ -179,7 +166,8 @@ export class IdempotencyAdmin {
   private async reopen(record: IdempotencyRecord, note: string): Promise<AdminResult> {
     const { key, partition, claimToken } = record;
     const reopened = await this.repository.reopen({ key, partition, claimToken });
-    const once = `${note}; it was poisoned: one more owner may try, and another crash poisons it again`;
+    const poisoned = finalFailureKind(record) === 'key-poisoned';
+    const once = poisoned ? `${note}; one more owner may try, and another crash poisons it again` : note;
     if (reopened.removed) return { done: true, record: this.report(record), note: once };
     const changed = 'the record changed since it was read (another owner, or another state): nothing was done';
     return { done: false, reason: 'changed', record: reopened.current && this.report(reopened.current), note: changed };

@@ -10,6 +10,13 @@ import {
 import { RecordLocation } from '../repository/idempotency.repository';
 import { ResponseSealer, stepSealKey } from '../response/response-sealing';
 
+/** Which final failure a record is (a FAILED record that keeps its problem as the answer), if it is one. */
+export function finalFailureKind(record: IdempotencyRecord): 'key-poisoned' | 'step-outcome-unknown' | undefined {
+  if (!isFinalFailure(record)) return undefined;
+  const type = (record.response?.body as { type?: unknown } | undefined)?.type;
+  return type === 'step-outcome-unknown' ? type : 'key-poisoned';
+}
+
 /** A record's state as an operator reads it: times as epoch seconds and ISO text, never the body unless asked. */
 export interface RecordReport extends RecordLocation {
   status: IdempotencyStatus;
@@ -89,14 +96,13 @@ export function reportRecord(
     ...(record.owners === undefined ? {} : { owners: record.owners }),
     ...(record.version === undefined ? {} : { handlerVersion: record.version }),
   };
-  const unknownStep =
-    (response?.body as { type?: unknown; step?: unknown } | undefined)?.type === 'step-outcome-unknown';
-  if (isFinalFailure(record) && unknownStep) {
+  const final = finalFailureKind(record);
+  if (final === 'step-outcome-unknown') {
     const step = JSON.stringify((response!.body as { step?: unknown }).step);
     report.stepOutcomeUnknown =
       `every request with this key is answered 500 step-outcome-unknown: the at-most-once step ${step} was interrupted ` +
       `and nothing could tell whether it had its effect. Check the other system, then keys:resolve-step ${step} --done JSON or --not-done`;
-  } else if (isFinalFailure(record)) {
+  } else if (final === 'key-poisoned') {
     report.poisoned =
       'every request with this key is answered 500 key-poisoned, the handler not run: its owners crashed on it. ' +
       'Fix the cause, then keys:release lets it run again';
