@@ -347,6 +347,8 @@ export class Remove extends Step {
       };
     }
     const selector = selectorOf(key);
+    const read = () => fleet.store.read(recordKeyOf(key), scopeTextOf(key));
+    const before = this.how === 'release' ? await read() : undefined;
     const result =
       this.how === 'purge'
         ? await instance.admin.purge(selector)
@@ -355,6 +357,10 @@ export class Remove extends Step {
     if (result.done && changed)
       fleet.violate('admin-conditional', `${this.how} of key ${key} removed a record: ${changed}`);
     else if (result.done) fleet.removed(key, instance);
+    // A plain release keeps a started step's start (its effect may have happened): it never removes the record.
+    const started = before && before.status !== 'COMPLETED' && (before.startedSteps?.length ?? 0) > 0;
+    if (result.done && !changed && started && !(await read()))
+      fleet.violate('at-most-once', `a plain release of key ${key} removed a record holding a started step`);
   }
   toString() {
     return `${this.how}(instance ${this.instance}, key ${this.key}${this.between ? `, ${this.between} between its read and its write` : ''})`;
