@@ -336,7 +336,7 @@ export class Remove extends Step {
     let changed: string | undefined;
     const { between, key } = this;
     if (between) {
-      instance.operatorRepository.beforeNextRemove = async (read) => {
+      instance.operatorRepository.beforeNextOperatorWrite = async (read) => {
         await between.act(fleet);
         await settle(fleet);
         await fleet.check(); // the answers given meanwhile, against the record as it was before the removal
@@ -353,7 +353,7 @@ export class Remove extends Step {
       this.how === 'purge'
         ? await instance.admin.purge(selector)
         : await instance.admin.release(selector, { force: this.how === 'release --force' });
-    instance.operatorRepository.beforeNextRemove = undefined;
+    instance.operatorRepository.beforeNextOperatorWrite = undefined;
     if (result.done && changed)
       fleet.violate('admin-conditional', `${this.how} of key ${key} removed a record: ${changed}`);
     else if (result.done) fleet.removed(key, instance);
@@ -377,21 +377,32 @@ export class StepSurgery extends Step {
     readonly instance: number,
     readonly key: number,
     readonly how: 'done' | 'not-done' | 'restart',
+    /** Another step between the command's read of the record and its write (the write oracle judges the write). */
+    readonly between?: Step,
   ) {
     super();
   }
   async act(fleet: Fleet) {
     const instance = fleet.instances[this.instance];
     if (instance.crashed || instance.frozen) return;
+    const { between } = this;
+    if (between) {
+      instance.operatorRepository.beforeNextOperatorWrite = async () => {
+        await between.act(fleet);
+        await settle(fleet);
+        await fleet.check();
+      };
+    }
     const surgery =
       this.how === 'restart'
         ? { restartFrom: 'effect' }
         : { resolve: 'effect', resolution: this.how === 'done' ? { done: { by: 0 } } : { notDone: true as const } };
     const result = await instance.admin.reviseSteps(selectorOf(this.key), surgery, { operator: 'simulation' });
+    instance.operatorRepository.beforeNextOperatorWrite = undefined;
     if (result.done) fleet.revised(this.key);
   }
   toString() {
-    return `step surgery(instance ${this.instance}, key ${this.key}, ${this.how})`;
+    return `step surgery(instance ${this.instance}, key ${this.key}, ${this.how}${this.between ? `, ${this.between} between its read and its write` : ''})`;
   }
 }
 
@@ -507,28 +518,37 @@ export class TtlDeletes extends Step {
 const instance = fc.integer({ min: 0, max: 2 });
 const key = fc.integer({ min: 0, max: KEYS - 1 });
 
+/** A step of key `k` (or by instance `other`) that comes between an operator command's read and its write. */
+function between(kind: string, k: number, other: number): Step {
+  switch (kind) {
+    case 'finish':
+    case 'fail':
+      return new FinishRunOf(k, kind === 'finish' ? 'ok' : 'fail');
+    case 'send':
+      return new Send(other, k, 0, false);
+    case 'lease-ends':
+      return new Advance(33);
+    case 'takeover':
+      return new Takeover(k, other, 2500); // the same status as read, another claim's token
+    case 'release':
+      return new Remove(other, k, 'release'); // another operator: a reopening, steps kept FAILED
+    case 'surgery':
+      return new StepSurgery(other, k, 'not-done');
+    default:
+      return new Sweep(other);
+  }
+}
+
 /** An operator's removal with another step between its read and its write (`Remove`'s `between`). */
 const interleavedRemove = fc
   .tuple(
     instance,
     key,
     fc.constantFrom<'purge' | 'release' | 'release --force'>('purge', 'release', 'release --force'),
-    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep'),
+    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep', 'release', 'surgery'),
     instance,
   )
-  .map(([i, k, how, kind, other]) => {
-    const between =
-      kind === 'finish' || kind === 'fail'
-        ? new FinishRunOf(k, kind === 'finish' ? 'ok' : 'fail')
-        : kind === 'send'
-          ? new Send(other, k, 0, false)
-          : kind === 'lease-ends'
-            ? new Advance(33)
-            : kind === 'takeover'
-              ? new Takeover(k, other, 2500) // the same status as read, another claim's token
-              : new Sweep(other);
-    return new Remove(i, k, how, between);
-  });
+  .map(([i, k, how, kind, other]) => new Remove(i, k, how, between(kind, k, other)));
 
 const send = fc
   .tuple(instance, key, fc.oneof({ arbitrary: fc.constant(0), weight: 4 }, fc.constant(1)), fc.boolean())
@@ -573,6 +593,16 @@ const lateOwner = fc
 const surgery = fc
   .tuple(instance, fc.constantFrom(0, 1), fc.constantFrom<StepSurgery['how']>('done', 'not-done', 'restart'))
   .map(([i, k, how]) => new StepSurgery(i, k, how));
+/** The same, racing the key's own run, another request, a lease's end, a takeover, a sweep or another operator. */
+const interleavedSurgery = fc
+  .tuple(
+    instance,
+    fc.constantFrom(0, 1),
+    fc.constantFrom<StepSurgery['how']>('done', 'not-done', 'restart'),
+    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep', 'release', 'surgery'),
+    instance,
+  )
+  .map(([i, k, how, kind, other]) => new StepSurgery(i, k, how, between(kind, k, other)));
 
 export const steps = [
   send,
@@ -630,6 +660,7 @@ export const fencingSteps = [
   optimisticPair,
   crashedOwner,
   surgery,
+  interleavedSurgery,
 ];
 
 /**

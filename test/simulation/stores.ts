@@ -7,6 +7,7 @@ import {
   GetInput,
   IdempotencyClock,
   IdempotencyRecord,
+  IdempotencyStatus,
   IdempotencyRepository,
   IdempotencyStoreThrottledError,
   InFlightInput,
@@ -236,8 +237,9 @@ export class InstanceRepository extends IdempotencyRepository {
           ? { ...this.write(input.key, sent, now), kind: 'step-start', token: input.claimToken, name: input.step.name }
           : undefined,
     );
-  override reviseSteps = (input: ReviseStepsInput) =>
-    this.as(
+  override reviseSteps = async (input: ReviseStepsInput) => {
+    await this.interleaved(input);
+    return this.as(
       () => this.inner.reviseSteps(input),
       (result, sent, now) =>
         result.revised
@@ -252,6 +254,7 @@ export class InstanceRepository extends IdempotencyRepository {
             }
           : undefined,
     );
+  };
   get = (input: GetInput) => this.as(() => this.inner.get(input));
   scan = (input: ScanInput) => this.inner.scan(input);
   // The keys in flight as the store reads them: the DynamoDB store's index of them, where a sweep finds stuck leases.
@@ -263,12 +266,18 @@ export class InstanceRepository extends IdempotencyRepository {
   }
   /** Runs once, between a sweep's read of a stuck lease and its release (another step interleaved). */
   beforeNextFail?: () => Promise<void>;
-  /** Runs once, between an operator command's read of a record and its removal (another step interleaved). */
-  beforeNextRemove?: (input: RemoveInput) => Promise<void>;
+  /**
+   * Runs once, between an operator command's read of a record and its write (a removal, a reopening, step surgery):
+   * another step interleaved. Told the claim token the command read (and the status, but for a reopening's FAILED).
+   */
+  beforeNextOperatorWrite?: (read: { claimToken: string; status: IdempotencyStatus }) => Promise<void>;
+  private async interleaved(read: { claimToken: string; status: IdempotencyStatus }): Promise<void> {
+    const interleaved = this.beforeNextOperatorWrite;
+    this.beforeNextOperatorWrite = undefined;
+    await interleaved?.(read);
+  }
   override remove = async (input: RemoveInput) => {
-    const interleaved = this.beforeNextRemove;
-    this.beforeNextRemove = undefined;
-    await interleaved?.(input);
+    await this.interleaved(input);
     return this.as(
       () => this.inner.remove(input),
       (result, sent, now) =>
@@ -277,12 +286,14 @@ export class InstanceRepository extends IdempotencyRepository {
           : undefined,
     );
   };
-  override reopen = (input: Omit<RemoveInput, 'status'>) =>
-    this.as(
+  override reopen = async (input: Omit<RemoveInput, 'status'>) => {
+    await this.interleaved({ ...input, status: 'FAILED' });
+    return this.as(
       () => this.inner.reopen(input),
       (result, sent, now) =>
         result.removed ? { ...this.write(input.key, sent, now), kind: 'reopen', token: input.claimToken } : undefined,
     );
+  };
   override supportsCommitWith = async () => false;
 }
 
