@@ -295,13 +295,14 @@ export class Fleet {
         await this.checkStepStart(key, claimToken, execution.id, request.variant, name);
         if (atMostOnce) await this.checkStarted(key, claimToken, execution.id, attempt);
         if (atMostOnce) this.effectRuns.push({ key, exec: execution.id, seq: this.nextSeq() });
-        // Inside, the first attempt fails once the simulation lets the run go on: its retry's start is then written
-        // late, by an owner that may have lost the key meanwhile (the start's fence must refuse it).
-        if (atMostOnce && inside) await finished;
+        // Inside, the first attempt fails once the simulation lets the run go on (either way): its retry's start is
+        // then written late, by an owner that may have lost the key meanwhile (the start's fence must refuse it).
+        if (atMostOnce && inside) await finished.catch(() => undefined);
         if (retried && !failedOnce) {
           failedOnce = true;
           throw TRANSIENT;
         }
+        if (atMostOnce && inside) await finished;
         return { by: execution.id };
       };
       const probe = atMostOnce ? this.probe(mode, key, claimToken) : undefined;
