@@ -379,10 +379,13 @@ export class StepSurgery extends Step {
     readonly how: 'done' | 'not-done' | 'restart',
     /** Another step between the command's read of the record and its write (the write oracle judges the write). */
     readonly between?: Step,
+    /** First, the key's owner on this instance dies and its lease passes: the record an operator repairs. */
+    readonly crashed?: 0 | 1,
   ) {
     super();
   }
   async act(fleet: Fleet) {
+    if (this.crashed !== undefined) await new CrashedOwner(this.crashed, this.key).act(fleet);
     const instance = fleet.instances[this.instance];
     if (instance.crashed || instance.frozen) return;
     const { between } = this;
@@ -402,7 +405,8 @@ export class StepSurgery extends Step {
     if (result.done) fleet.revised(this.key);
   }
   toString() {
-    return `step surgery(instance ${this.instance}, key ${this.key}, ${this.how}${this.between ? `, ${this.between} between its read and its write` : ''})`;
+    const crashed = this.crashed === undefined ? '' : `, after the owner on instance ${this.crashed} died`;
+    return `step surgery(instance ${this.instance}, key ${this.key}, ${this.how}${crashed}${this.between ? `, ${this.between} between its read and its write` : ''})`;
   }
 }
 
@@ -534,6 +538,8 @@ function between(kind: string, k: number, other: number): Step {
       return new Remove(other, k, 'release'); // another operator: a reopening, steps kept FAILED
     case 'surgery':
       return new StepSurgery(other, k, 'not-done');
+    case 'heartbeat':
+      return new Heartbeat(other); // a late owner on that instance renews its lease
     default:
       return new Sweep(other);
   }
@@ -599,10 +605,11 @@ const interleavedSurgery = fc
     instance,
     fc.constantFrom(0, 1),
     fc.constantFrom<StepSurgery['how']>('done', 'not-done', 'restart'),
-    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep', 'release', 'surgery'),
+    fc.constantFrom('finish', 'fail', 'send', 'lease-ends', 'takeover', 'sweep', 'release', 'surgery', 'heartbeat'),
     instance,
+    fc.constantFrom<0 | 1 | undefined>(0, 1, undefined),
   )
-  .map(([i, k, how, kind, other]) => new StepSurgery(i, k, how, between(kind, k, other)));
+  .map(([i, k, how, kind, other, crashed]) => new StepSurgery(i, k, how, between(kind, k, other), crashed));
 
 export const steps = [
   send,
