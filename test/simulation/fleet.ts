@@ -555,16 +555,13 @@ export class Fleet {
     for (const fault of this.store.oracle.atMostOnceViolations.splice(0)) this.violate('at-most-once', fault);
     for (const [key, record] of records) this.store.oracle.sync(recordKeyOf(key), record);
     // Invariant 11, on the DynamoDB store: the index of keys in flight holds exactly the PENDING records.
-    for (const [key, record] of records) {
-      const shard = await this.store.inFlightShard?.(recordKeyOf(key), scopeTextOf(key));
-      if (shard === undefined && !this.store.inFlightShard) continue;
+    for (const key of records.keys()) {
+      if (!this.store.inFlightState) break;
+      const { status, shard } = await this.store.inFlightState(recordKeyOf(key), scopeTextOf(key));
       const expected =
-        record?.status === 'PENDING' ? new TableLayout(this.store.layout).inFlightShard(record.key) : undefined;
+        status === 'PENDING' ? new TableLayout(this.store.layout).inFlightShard(recordKeyOf(key)) : undefined;
       if (shard !== expected) {
-        this.violate(
-          'in-flight-indexed',
-          `key ${key} is ${record?.status ?? 'absent'} and its shard is ${shard ?? 'none'}`,
-        );
+        this.violate('in-flight-indexed', `key ${key} is ${status ?? 'absent'} and its shard is ${shard ?? 'none'}`);
       }
     }
     const foreign = await this.store.foreignChanges();

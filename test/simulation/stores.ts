@@ -71,10 +71,10 @@ export interface SimulatedStore {
   /** What changed in items that are not the module's (undefined: nothing). */
   foreignChanges(): Promise<string | undefined>;
   /**
-   * The DynamoDB stores: the record's shard of the index of keys in flight as stored (`in_flight`), or undefined when
-   * it has none. Absent on stores without the index.
+   * The DynamoDB stores: the record's status and its shard of the index of keys in flight as stored (`in_flight`), from
+   * one read of the item (runs go on between two reads). Absent on stores without the index.
    */
-  inFlightShard?(recordKey: string, scope?: string): Promise<string | undefined>;
+  inFlightState?(recordKey: string, scope?: string): Promise<{ status?: string; shard?: string }>;
   /**
    * The DynamoDB stores: runs once, between a claim's read of a claimable record (its resume form refused) and the
    * restart form it sends on the token it read (another step interleaved). Absent where a claim is one write.
@@ -364,7 +364,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
       }),
     read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
     remove: ({ key, partition, claimToken, status }) => reader.remove({ key, partition, claimToken, status }),
-    inFlightShard: async (key, scope) => {
+    inFlightState: async (key, scope) => {
       const { Item } = await client.send(
         new GetItemCommand({
           TableName: tableName,
@@ -372,7 +372,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
           ConsistentRead: true,
         }),
       );
-      return Item?.in_flight?.S;
+      return { status: Item?.status?.S, shard: Item?.in_flight?.S };
     },
     foreignChanges: async () => {
       const { Item } = await client.send(
