@@ -642,6 +642,7 @@ export const steps = [
   heartbeat,
   lateOwner,
   surgery,
+  interleavedSurgery,
 ];
 
 /**
@@ -667,6 +668,7 @@ export const fencingSteps = [
   optimisticPair,
   crashedOwner,
   surgery,
+  interleavedSurgery,
   interleavedSurgery,
 ];
 

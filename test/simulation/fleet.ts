@@ -60,6 +60,8 @@ export interface Execution {
   leaseEndMs: number;
   claimToken: string;
   state: 'running' | 'succeeded' | 'failed';
+  /** Once its request was answered: a run told to finish still writes until then (a retry, its steps, its outcome). */
+  returned?: true;
   finish(outcome: 'ok' | 'fail'): void;
 }
 
@@ -71,6 +73,8 @@ export interface Request {
   instance: Instance;
   execution?: Execution;
   answer?: { value: unknown } | { error: unknown };
+  /** A 409 in-flight answer: whether a live run of the key held it as the answer came. */
+  heldWhenAnswered?: boolean;
   checked: boolean;
 }
 
@@ -429,8 +433,15 @@ export class Fleet {
 
   private answered(request: Request, answer: Promise<unknown>): void {
     answer.then(
-      (value) => (request.answer = { value }),
-      (error: unknown) => (request.answer = { error }),
+      (value) => {
+        request.answer = { value };
+        if (request.execution) request.execution.returned = true;
+      },
+      (error: unknown) => {
+        request.answer = { error };
+        if (request.execution) request.execution.returned = true;
+        if (error instanceof IdempotencyInFlightError) request.heldWhenAnswered = this.holder(request.key, true);
+      },
     );
   }
 
@@ -602,7 +613,7 @@ export class Fleet {
     if ('error' in answer) {
       // A run told its lease is lost (a step found it passed) answers 409 lease-lost: not an in-flight answer.
       if (answer.error instanceof IdempotencyInFlightError && !(answer.error instanceof IdempotencyLeaseLostError)) {
-        if (record?.status !== 'PENDING' && !this.holder(key)) {
+        if (record?.status !== 'PENDING' && !this.holder(key) && !request.heldWhenAnswered) {
           this.violate('in-flight-held', `request ${request.id} was answered in flight, but no run holds the key`);
         }
         return;
@@ -650,12 +661,13 @@ export class Fleet {
   }
 
   /** Whether a run that started under a claim of the key is still running within its lease. */
-  private holder(key: number): boolean {
+  /** Whether a live run holds the key: running (or, `untilReturned`, told to finish but not yet returned). */
+  private holder(key: number, untilReturned = false): boolean {
     const released = this.lastRelease(key);
     return this.executions.some(
       (run) =>
         run.key === key &&
-        run.state === 'running' &&
+        (run.state === 'running' || (untilReturned && !run.returned)) &&
         !run.instance.crashed &&
         run.seq > released &&
         run.leaseEndMs > this.time.ms,
