@@ -60,8 +60,6 @@ export interface Execution {
   leaseEndMs: number;
   claimToken: string;
   state: 'running' | 'succeeded' | 'failed';
-  /** Once its request was answered: a run told to finish still writes until then (a retry, its steps, its outcome). */
-  returned?: true;
   finish(outcome: 'ok' | 'fail'): void;
 }
 
@@ -73,8 +71,6 @@ export interface Request {
   instance: Instance;
   execution?: Execution;
   answer?: { value: unknown } | { error: unknown };
-  /** A 409 in-flight answer: whether a live run of the key held it as the answer came. */
-  heldWhenAnswered?: boolean;
   checked: boolean;
 }
 
@@ -299,9 +295,6 @@ export class Fleet {
         await this.checkStepStart(key, claimToken, execution.id, request.variant, name);
         if (atMostOnce) await this.checkStarted(key, claimToken, execution.id, attempt);
         if (atMostOnce) this.effectRuns.push({ key, exec: execution.id, seq: this.nextSeq() });
-        // Inside, the first attempt fails once the simulation lets the run go on (either way): its retry's start is
-        // then written late, by an owner that may have lost the key meanwhile (the start's fence must refuse it).
-        if (atMostOnce && inside) await finished.catch(() => undefined);
         if (retried && !failedOnce) {
           failedOnce = true;
           throw TRANSIENT;
@@ -433,15 +426,8 @@ export class Fleet {
 
   private answered(request: Request, answer: Promise<unknown>): void {
     answer.then(
-      (value) => {
-        request.answer = { value };
-        if (request.execution) request.execution.returned = true;
-      },
-      (error: unknown) => {
-        request.answer = { error };
-        if (request.execution) request.execution.returned = true;
-        if (error instanceof IdempotencyInFlightError) request.heldWhenAnswered = this.holder(request.key, true);
-      },
+      (value) => (request.answer = { value }),
+      (error: unknown) => (request.answer = { error }),
     );
   }
 
@@ -566,13 +552,16 @@ export class Fleet {
     for (const fault of this.store.oracle.atMostOnceViolations.splice(0)) this.violate('at-most-once', fault);
     for (const [key, record] of records) this.store.oracle.sync(recordKeyOf(key), record);
     // Invariant 11, on the DynamoDB store: the index of keys in flight holds exactly the PENDING records.
-    for (const key of records.keys()) {
-      if (!this.store.inFlightState) break;
-      const { status, shard } = await this.store.inFlightState(recordKeyOf(key), scopeTextOf(key));
+    for (const [key, record] of records) {
+      const shard = await this.store.inFlightShard?.(recordKeyOf(key), scopeTextOf(key));
+      if (shard === undefined && !this.store.inFlightShard) continue;
       const expected =
-        status === 'PENDING' ? new TableLayout(this.store.layout).inFlightShard(recordKeyOf(key)) : undefined;
+        record?.status === 'PENDING' ? new TableLayout(this.store.layout).inFlightShard(record.key) : undefined;
       if (shard !== expected) {
-        this.violate('in-flight-indexed', `key ${key} is ${status ?? 'absent'} and its shard is ${shard ?? 'none'}`);
+        this.violate(
+          'in-flight-indexed',
+          `key ${key} is ${record?.status ?? 'absent'} and its shard is ${shard ?? 'none'}`,
+        );
       }
     }
     const foreign = await this.store.foreignChanges();
@@ -613,7 +602,7 @@ export class Fleet {
     if ('error' in answer) {
       // A run told its lease is lost (a step found it passed) answers 409 lease-lost: not an in-flight answer.
       if (answer.error instanceof IdempotencyInFlightError && !(answer.error instanceof IdempotencyLeaseLostError)) {
-        if (record?.status !== 'PENDING' && !this.holder(key) && !request.heldWhenAnswered) {
+        if (record?.status !== 'PENDING' && !this.holder(key)) {
           this.violate('in-flight-held', `request ${request.id} was answered in flight, but no run holds the key`);
         }
         return;
@@ -661,13 +650,12 @@ export class Fleet {
   }
 
   /** Whether a run that started under a claim of the key is still running within its lease. */
-  /** Whether a live run holds the key: running (or, `untilReturned`, told to finish but not yet returned). */
-  private holder(key: number, untilReturned = false): boolean {
+  private holder(key: number): boolean {
     const released = this.lastRelease(key);
     return this.executions.some(
       (run) =>
         run.key === key &&
-        (run.state === 'running' || (untilReturned && !run.returned)) &&
+        run.state === 'running' &&
         !run.instance.crashed &&
         run.seq > released &&
         run.leaseEndMs > this.time.ms,

@@ -28,7 +28,7 @@ export const INVARIANTS = {
   'poison-capped':
     'A poisoned key is capped, and only a poisoned one: a handler never starts under a claim that took a lease over after maxCrashedOwners owners of the key in a row crashed (since its last clean end: a completion, an owner’s own release, or the record’s removal), and only such a claim stores a key as poisoned.',
   'at-most-once':
-    'An at-most-once step runs at most once per record: its function starts only once its start is recorded, and never again over that start unless its probe said the effect did not happen or an operator forgot the step (step surgery, a forced release; a plain release keeps the start) (a run’s own retries aside); an unknown outcome is stored only over a start.',
+    'An at-most-once step runs at most once per record: its function starts only once its start is recorded, and never again over that start unless its probe said the effect did not happen or an operator forgot the step (a run’s own retries aside); an unknown outcome is stored only over a start.',
 } as const;
 
 export type InvariantId = keyof typeof INVARIANTS;

@@ -7,7 +7,6 @@ import {
   GetInput,
   IdempotencyClock,
   IdempotencyRecord,
-  IdempotencyStatus,
   IdempotencyRepository,
   IdempotencyStoreThrottledError,
   InFlightInput,
@@ -71,10 +70,10 @@ export interface SimulatedStore {
   /** What changed in items that are not the module's (undefined: nothing). */
   foreignChanges(): Promise<string | undefined>;
   /**
-   * The DynamoDB stores: the record's status and its shard of the index of keys in flight as stored (`in_flight`), from
-   * one read of the item (runs go on between two reads). Absent on stores without the index.
+   * The DynamoDB stores: the record's shard of the index of keys in flight as stored (`in_flight`), or undefined when
+   * it has none. Absent on stores without the index.
    */
-  inFlightState?(recordKey: string, scope?: string): Promise<{ status?: string; shard?: string }>;
+  inFlightShard?(recordKey: string, scope?: string): Promise<string | undefined>;
   /**
    * The DynamoDB stores: runs once, between a claim's read of a claimable record (its resume form refused) and the
    * restart form it sends on the token it read (another step interleaved). Absent where a claim is one write.
@@ -237,9 +236,8 @@ export class InstanceRepository extends IdempotencyRepository {
           ? { ...this.write(input.key, sent, now), kind: 'step-start', token: input.claimToken, name: input.step.name }
           : undefined,
     );
-  override reviseSteps = async (input: ReviseStepsInput) => {
-    await this.interleaved(input);
-    return this.as(
+  override reviseSteps = (input: ReviseStepsInput) =>
+    this.as(
       () => this.inner.reviseSteps(input),
       (result, sent, now) =>
         result.revised
@@ -254,7 +252,6 @@ export class InstanceRepository extends IdempotencyRepository {
             }
           : undefined,
     );
-  };
   get = (input: GetInput) => this.as(() => this.inner.get(input));
   scan = (input: ScanInput) => this.inner.scan(input);
   // The keys in flight as the store reads them: the DynamoDB store's index of them, where a sweep finds stuck leases.
@@ -266,18 +263,12 @@ export class InstanceRepository extends IdempotencyRepository {
   }
   /** Runs once, between a sweep's read of a stuck lease and its release (another step interleaved). */
   beforeNextFail?: () => Promise<void>;
-  /**
-   * Runs once, between an operator command's read of a record and its write (a removal, a reopening, step surgery):
-   * another step interleaved. Told the claim token the command read (and the status, but for a reopening's FAILED).
-   */
-  beforeNextOperatorWrite?: (read: { claimToken: string; status: IdempotencyStatus }) => Promise<void>;
-  private async interleaved(read: { claimToken: string; status: IdempotencyStatus }): Promise<void> {
-    const interleaved = this.beforeNextOperatorWrite;
-    this.beforeNextOperatorWrite = undefined;
-    await interleaved?.(read);
-  }
+  /** Runs once, between an operator command's read of a record and its removal (another step interleaved). */
+  beforeNextRemove?: (input: RemoveInput) => Promise<void>;
   override remove = async (input: RemoveInput) => {
-    await this.interleaved(input);
+    const interleaved = this.beforeNextRemove;
+    this.beforeNextRemove = undefined;
+    await interleaved?.(input);
     return this.as(
       () => this.inner.remove(input),
       (result, sent, now) =>
@@ -286,14 +277,12 @@ export class InstanceRepository extends IdempotencyRepository {
           : undefined,
     );
   };
-  override reopen = async (input: Omit<RemoveInput, 'status'>) => {
-    await this.interleaved({ ...input, status: 'FAILED' });
-    return this.as(
+  override reopen = (input: Omit<RemoveInput, 'status'>) =>
+    this.as(
       () => this.inner.reopen(input),
       (result, sent, now) =>
         result.removed ? { ...this.write(input.key, sent, now), kind: 'reopen', token: input.claimToken } : undefined,
     );
-  };
   override supportsCommitWith = async () => false;
 }
 
@@ -364,7 +353,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
       }),
     read: (key, scope) => reader.get({ key, partition: scopePartition('', scope) }),
     remove: ({ key, partition, claimToken, status }) => reader.remove({ key, partition, claimToken, status }),
-    inFlightState: async (key, scope) => {
+    inFlightShard: async (key, scope) => {
       const { Item } = await client.send(
         new GetItemCommand({
           TableName: tableName,
@@ -372,7 +361,7 @@ export async function dynaliteStore(client: DynamoDBClient): Promise<SimulatedSt
           ConsistentRead: true,
         }),
       );
-      return { status: Item?.status?.S, shard: Item?.in_flight?.S };
+      return Item?.in_flight?.S;
     },
     foreignChanges: async () => {
       const { Item } = await client.send(
