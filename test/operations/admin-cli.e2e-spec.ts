@@ -1,4 +1,3 @@
-import { execFile, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { fingerprintRequest } from '../../libs/idempotency/src/keys/fingerprint'
 import { recordKey, scopePartition } from '../../libs/idempotency/src/keys/record-key';
 import { TableLayout } from '../../libs/idempotency/src/dynamodb/table-layout';
 import { post, startApp, TestApp } from '../support/app';
+import { buildLibrary, runCli } from '../support/built-cli';
 import { localClient, uniqueTableName } from '../support/dynalite';
 import { describeOnDynamoDbLocal, startStore } from '../support/engines';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
@@ -27,8 +27,6 @@ import { createIdempotencyTable } from '../support/table';
  * Local, on the default layout and on a single-table one (its layout given by --config). The app runs in real time
  * (the CLI reads the wall clock).
  */
-const ROOT = join(__dirname, '..', '..');
-const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
 
 @Controller('orders')
 class OrdersController {
@@ -50,20 +48,9 @@ class OrdersController {
   }
 }
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[]) => runCli(args);
 
-beforeAll(() => {
-  execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT, stdio: 'pipe' });
-}, 120_000);
+beforeAll(buildLibrary, 120_000);
 
 describeOnDynamoDbLocal.each(Object.keys(LAYOUTS) as (keyof typeof LAYOUTS)[])(
   'the admin CLI on DynamoDB Local, %s layout',

@@ -1,4 +1,3 @@
-import { execFile, execFileSync } from 'node:child_process';
 import { recordKey } from '../../libs/idempotency/src/keys/record-key';
 import { writeFileSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
@@ -8,6 +7,7 @@ import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDbIdempotencyRepository } from 'nestjs-dynamodb-idempotency';
 import { ManualClock } from 'nestjs-dynamodb-idempotency/testing';
+import { buildLibrary, runCli } from '../support/built-cli';
 import { Dynalite, localClient, startDynalite, uniqueTableName } from '../support/dynalite';
 import { FaultProxy, startFaultProxy } from '../support/fault-proxy';
 import { LAYOUTS } from '../support/layouts';
@@ -18,26 +18,15 @@ import { metricValue } from '../support/telemetry';
  * `reconcile` as a scheduled job runs it: the built CLI as a child process, on a single-table layout (given by
  * --config) over dynalite, in real time (the CLI reads the wall clock).
  */
-const ROOT = join(__dirname, '..', '..');
-const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
 const layout = LAYOUTS['single-table'];
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true', NODE_NO_WARNINGS: '1' } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[]) => runCli(args, { NODE_NO_WARNINGS: '1' });
 
 let dynamo: Dynalite;
 let client: DynamoDBClient;
 let proxy: FaultProxy;
 beforeAll(async () => {
-  execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT, stdio: 'pipe' });
+  buildLibrary();
   dynamo = await startDynalite();
   client = localClient(dynamo.endpoint);
   proxy = await startFaultProxy(dynamo.endpoint);

@@ -1,15 +1,12 @@
-import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { buildLibrary, runCli } from './built-cli';
 import { localClient, uniqueTableName } from './dynalite';
 import { Engine, startStore } from './engines';
 import { ScriptProcess, startScript } from './script-process';
 import { createIdempotencyTable, createTableWithKey } from './table';
-
-const ROOT = join(__dirname, '..', '..');
-const CLI = join(ROOT, 'libs/idempotency/dist/cli/main.js');
 
 export interface FleetInstance {
   url: string;
@@ -51,7 +48,7 @@ export function scriptFleet(options: {
   let flags: string[] = [];
 
   beforeAll(async () => {
-    if (options.cli) execFileSync(process.execPath, [join(ROOT, 'scripts/build.mjs'), 'lib'], { cwd: ROOT });
+    if (options.cli) buildLibrary();
     const store = await startStore(options.engine ?? 'dynalite');
     stop = store.stop;
     folder = mkdtempSync(join(tmpdir(), `${options.name}-`));
@@ -88,15 +85,7 @@ export function scriptFleet(options: {
     },
     lines: (keep) =>
       readFileSync(env[options.file], { encoding: 'utf8', flag: 'a+' }).split('\n').filter(Boolean).filter(keep),
-    cli: (args) =>
-      new Promise((resolve) =>
-        execFile(
-          process.execPath,
-          [CLI, ...args, ...flags],
-          { env: { ...process.env, AWS_EC2_METADATA_DISABLED: 'true' } },
-          (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-        ),
-      ),
+    cli: (args) => runCli([...args, ...flags]),
   };
 }
 
